@@ -1,0 +1,24 @@
+"""minibert: a from-scratch, minimal, readable BERT in PyTorch, numerically HF's BERT."""
+
+from .checkpoint import CheckpointError, load_tokenizer
+from .config import PRESETS, BertConfig
+from .loss import IGNORE_INDEX, NoMaskedTokensError, mlm_loss
+from .masking import MaskingError, MaskingVocab, mask_batch, random_mask_tokens
+from .model import (
+    BertForClassification,
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    BertModel,
+    BertOutput,
+    MaskedLMOutput,
+    SequenceClassifierOutput,
+)
+
+__all__ = [
+    "BertConfig", "PRESETS",
+    "BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForClassification",
+    "BertOutput", "MaskedLMOutput", "SequenceClassifierOutput",
+    "mask_batch", "random_mask_tokens", "MaskingVocab", "MaskingError",
+    "mlm_loss", "NoMaskedTokensError", "IGNORE_INDEX",
+    "CheckpointError", "load_tokenizer",
+]

@@ -1,0 +1,240 @@
+"""Checkpoints in HuggingFace's layout: config.json + model.safetensors (+ tokenizer.json).
+
+A folder written by `save_pretrained` loads in `transformers` (`BertForMaskedLM.from_pretrained`
+and friends) and a folder written by `transformers` loads here. Weights are read from
+`model.safetensors` (or its sharded index), else from `pytorch_model.bin` with
+`torch.load(weights_only=True)`, never with pickle's full power.
+
+Loading is strict: a missing or unexpected tensor, or a shape mismatch, raises a
+CheckpointError listing all of them. The documented exceptions:
+- the buffers `embeddings.position_ids` / `embeddings.token_type_ids` and the NSP head
+  `cls.seq_relationship.*` that older checkpoints carry are skipped;
+- the tied aliases `cls.predictions.decoder.weight` / `.bias` that `.bin` files carry are
+  accepted when they equal the word embeddings / `cls.predictions.bias` they alias;
+- a model without a pooler (BertForMaskedLM, as in HF) skips a checkpoint's pooler;
+- `BertModel.from_pretrained` takes the encoder out of any task checkpoint: the head's
+  tensors are dropped, and a pooler the checkpoint lacks (MLM checkpoints have none) is
+  freshly initialised; both are named in a warning.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import struct
+import sys
+import warnings
+from dataclasses import replace
+
+import torch
+from safetensors.torch import load_file
+
+from .config import BertConfig
+
+# The one name-mapping table: our state-dict names -> HF's, first matching rule wins.
+# (Embeddings and classifier names are HF's own and need no rule.)
+OURS_TO_HF = [
+    (r"layers\.(\d+)\.attention\.(query|key|value)\.", r"encoder.layer.\1.attention.self.\2."),
+    (r"layers\.(\d+)\.attention\.output\.", r"encoder.layer.\1.attention.output.dense."),
+    (r"layers\.(\d+)\.attention_norm\.", r"encoder.layer.\1.attention.output.LayerNorm."),
+    (r"layers\.(\d+)\.intermediate\.", r"encoder.layer.\1.intermediate.dense."),
+    (r"layers\.(\d+)\.output\.", r"encoder.layer.\1.output.dense."),
+    (r"layers\.(\d+)\.output_norm\.", r"encoder.layer.\1.output.LayerNorm."),
+    (r"pooler\.", "pooler.dense."),
+    (r"^mlm_head\.dense\.", "cls.predictions.transform.dense."),
+    (r"^mlm_head\.norm\.", "cls.predictions.transform.LayerNorm."),
+    (r"^mlm_head\.bias$", "cls.predictions.bias"),
+]
+
+_SKIPPED = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$|^cls\.seq_relationship\.")
+_TIED_ALIASES = {  # alias in `.bin` files -> the tensor it must equal
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+_CLASSIFIERS = {"BertForSequenceClassification", "BertForClassification"}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model: nothing was loaded."""
+
+
+def to_hf_name(name: str) -> str:
+    for pattern, replacement in OURS_TO_HF:
+        new, n = re.subn(pattern, replacement, name)
+        if n:
+            return new
+    return name
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The tensors of a checkpoint folder, under HF's names, on the CPU."""
+    path = os.fspath(path)
+    st, index, binary = (os.path.join(path, f) for f in
+                         ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
+    if os.path.isfile(st):
+        return load_file(st)
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        state = {}
+        for shard in shards:
+            state.update(load_file(os.path.join(path, shard)))
+        return state
+    if os.path.isfile(binary):
+        return torch.load(binary, map_location="cpu", weights_only=True)
+    found = sorted(os.listdir(path)) if os.path.isdir(path) else "no such folder"
+    raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {path} (found: {found})")
+
+
+def _listing(title: str, items: list[str], limit: int = 20) -> str:
+    more = f"\n    ... and {len(items) - limit} more" if len(items) > limit else ""
+    return f"  {title} ({len(items)}):\n" + "\n".join(f"    {s}" for s in items[:limit]) + more
+
+
+def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
+    """Copy HF-named `state` into `model`, strictly (see the module docstring)."""
+    own = model.state_dict()
+    expected = {to_hf_name(k): k for k in own}  # HF name -> our name
+    is_base = not any(k.startswith("bert.") for k in expected)
+    has_pooler = any(".pooler." in f".{k}" for k in expected)
+    notes = []
+
+    if is_base and any(k.startswith("bert.") for k in state):
+        head = sorted(k for k in state if not k.startswith("bert.") and not _SKIPPED.search(k))
+        state = {k[len("bert."):]: v for k, v in state.items() if k.startswith("bert.")}
+        if head:
+            notes.append(f"dropped the task head's tensors {head}")
+
+    state = dict(state)
+    for alias, target in _TIED_ALIASES.items():
+        if alias in state and target in state:
+            if not torch.equal(state[alias], state[target]):
+                raise CheckpointError(f"{source}: {alias} differs from {target}; minibert ties "
+                                      "the MLM decoder to the word embeddings, so it cannot load "
+                                      "an untied decoder")
+            del state[alias]
+
+    skipped = {k for k in state if _SKIPPED.search(k) or (not has_pooler and ".pooler." in f".{k}")}
+    missing = sorted(k for k in expected if k not in state)
+    if is_base and missing and all(k.startswith("pooler.") for k in missing):
+        notes.append(f"initialised a new pooler {missing} (the checkpoint has none)")
+        missing = []
+    unexpected = sorted(k for k in state if k not in expected and k not in skipped)
+    mismatched = sorted(f"{k}: checkpoint {tuple(state[k].shape)}, model {tuple(own[expected[k]].shape)}"
+                        for k in expected if k in state and state[k].shape != own[expected[k]].shape)
+    if missing or unexpected or mismatched:
+        parts = [(t, x) for t, x in (("missing from the checkpoint", missing),
+                                     ("unexpected in the checkpoint", unexpected),
+                                     ("shape mismatch", mismatched)) if x]
+        raise CheckpointError(f"{source} does not fit {type(model).__name__}; nothing was loaded.\n"
+                              + "\n".join(_listing(t, x) for t, x in parts))
+    with torch.no_grad():
+        for hf_name, ours in expected.items():
+            if hf_name in state:
+                own[ours].copy_(state[hf_name])
+    if notes:
+        warnings.warn(f"{type(model).__name__}.from_pretrained({source}): " + "; ".join(notes), stacklevel=3)
+
+
+_SAFETENSORS_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL",
+}
+
+
+def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[str, str] | None = None) -> None:
+    """Write the safetensors format by hand (safetensors.torch.save_file goes through NumPy).
+
+    Layout: 8-byte little-endian header length, a JSON header {name: {dtype, shape,
+    data_offsets}} padded with spaces to a multiple of 8, then the raw bytes. Tensors go
+    largest item size first, so every tensor starts aligned to its item size.
+    """
+    if sys.byteorder != "little":
+        raise RuntimeError("minibert writes safetensors on little-endian machines only")
+    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    header, offset = ({"__metadata__": metadata} if metadata else {}), 0
+    for name in order:
+        t = tensors[name]
+        nbytes = t.numel() * t.element_size()
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(filename, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for name in order:
+            t = tensors[name].detach().cpu().contiguous()
+            if t.numel():
+                f.write(ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()))
+
+
+def _atomic_write(final: str, write) -> None:
+    """write(tmp) then rename: a reader never sees a half-written file."""
+    tmp = f"{final}.tmp{os.getpid()}"
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _saved_architectures(path: str) -> list[str]:
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+        return json.load(f).get("architectures") or []
+
+
+class Pretrained:
+    """from_pretrained / save_pretrained for every model class, in HF's folder layout."""
+
+    hf_architecture: str
+
+    @classmethod
+    def _from_config(cls, config: BertConfig):
+        return cls(config)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **config_overrides):
+        """Build from `path`/config.json and load its weights strictly.
+
+        `config_overrides` replace config fields that do not change the weights' shapes,
+        e.g. `use_sdpa=True` or `hidden_dropout_prob=0.0`.
+        """
+        path = os.fspath(path)
+        config = replace(BertConfig.load(path), **config_overrides)
+        saved = set(_saved_architectures(path)) & _CLASSIFIERS
+        if cls.hf_architecture in _CLASSIFIERS and saved and cls.hf_architecture not in saved:
+            raise CheckpointError(f"{path} holds a {saved.pop()}; its head differs from "
+                                  f"{cls.hf_architecture}'s, so load it with that class")
+        model = cls._from_config(config)
+        load_state(model, read_state_dict(path), path)
+        return model
+
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
+        """Write config.json, model.safetensors and (given a tokenizers.Tokenizer) tokenizer.json."""
+        path = os.fspath(path)
+        os.makedirs(path, exist_ok=True)
+        tensors = {to_hf_name(k): v for k, v in self.state_dict().items()}
+        _atomic_write(os.path.join(path, "model.safetensors"),
+                      lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+        _atomic_write(os.path.join(path, "config.json"),
+                      lambda tmp: self.config.save(tmp, [self.hf_architecture]))
+        if tokenizer is not None:
+            _atomic_write(os.path.join(path, "tokenizer.json"), tokenizer.save)
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """The `tokenizers.Tokenizer` saved in a checkpoint folder (its tokenizer.json)."""
+    from tokenizers import Tokenizer
+
+    file = os.path.join(os.fspath(path), "tokenizer.json")
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"no tokenizer.json in {path}")
+    return Tokenizer.from_file(file)

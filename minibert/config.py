@@ -1,0 +1,160 @@
+"""BertConfig: the hyper-parameters of a BERT, under HuggingFace's field names.
+
+The fields and their defaults are those of bert-base-uncased, so a `config.json` written
+by `transformers` reads back into the same model and ours loads in `transformers`.
+One field is minibert's own run-time switch (`use_sdpa`); `transformers` keeps unknown
+keys as plain attributes, so writing it is harmless. `id2label` is HF's label table of a
+classification checkpoint (its length is the number of labels).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import warnings
+from dataclasses import dataclass
+
+# Keys that `transformers` writes into config.json as bookkeeping or for model families
+# other than BERT. They do not change a BERT encoder, so reading them is silent.
+_HF_BOOKKEEPING_KEYS = frozenset({
+    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype",
+    "use_cache", "is_decoder", "add_cross_attention", "bos_token_id", "eos_token_id",
+    "tie_word_embeddings", "label2id", "gradient_checkpointing", "output_past",
+    "directionality", "pooler_fc_size", "pooler_num_attention_heads",
+    "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "problem_type",
+    "_name_or_path", "finetuning_task",
+})
+
+# hidden_act values the model implements (see minibert.model.ACTIVATIONS).
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768              # C
+    num_hidden_layers: int = 12         # L
+    num_attention_heads: int = 12       # H; head size D = C / H
+    intermediate_size: int = 3072       # feed-forward width, 4C in every preset
+    hidden_act: str = "gelu"            # exact erf GELU, as HF's BERT
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2            # segments A and B
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    position_embedding_type: str = "absolute"
+    classifier_dropout: float | None = None  # None: use hidden_dropout_prob (HF's rule)
+    id2label: dict[int, str] | None = None
+    use_sdpa: bool = False              # fast path: F.scaled_dot_product_attention
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
+                f"num_attention_heads ({self.num_attention_heads})")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+        if not self.initializer_range > 0:
+            raise ValueError(f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"BertConfig.layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"BertConfig.pad_token_id ({self.pad_token_id}) must be a token id below "
+                f"vocab_size ({self.vocab_size})")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise ValueError(
+                f"BertConfig.hidden_act {self.hidden_act!r} is not supported; "
+                f"choose one of {SUPPORTED_ACTIVATIONS}")
+        if self.position_embedding_type != "absolute":
+            raise ValueError(
+                f"BertConfig.position_embedding_type {self.position_embedding_type!r} is not "
+                "supported; minibert implements BERT's learned absolute positions only")
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            if sorted(self.id2label) != list(range(len(self.id2label))):
+                raise ValueError(f"BertConfig.id2label keys must be 0..N-1, got {sorted(self.id2label)}")
+
+    @property
+    def head_size(self) -> int:  # D
+        return self.hidden_size // self.num_attention_heads
+
+    # ---- presets ---------------------------------------------------------------------
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "BertConfig":
+        """One of the well-known BERT sizes (Turc et al. 2019 for the small ones)."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        layers, hidden, heads = PRESETS[name]
+        sizes = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                     intermediate_size=4 * hidden)
+        return cls(**{**sizes, **overrides})
+
+    # ---- HF config.json ----------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["model_type"] = "bert"
+        if self.id2label is None:
+            del d["id2label"]
+        else:
+            d["id2label"] = {str(k): v for k, v in self.id2label.items()}
+            d["label2id"] = {v: k for k, v in self.id2label.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BertConfig":
+        """Build from a HF-style dict. Unknown keys are ignored with ONE warning naming them."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS)
+        if unknown:
+            warnings.warn(f"BertConfig: ignoring unknown config keys {unknown}", stacklevel=2)
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def save(self, path: str | os.PathLike, architectures: list[str] | None = None) -> None:
+        """Write HF's config.json (to `path`, a file name)."""
+        d = self.to_dict()
+        if architectures:
+            d["architectures"] = architectures
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(d, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "BertConfig":
+        """Read a config.json file, or the config.json inside a checkpoint folder."""
+        if os.path.isdir(path):
+            path = os.path.join(path, "config.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                d = json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no config.json at {path}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from None
+        if d.get("model_type", "bert") != "bert":
+            raise ValueError(f"{path} describes a {d['model_type']!r} model, not a BERT")
+        return cls.from_dict(d)
+
+
+# name -> (num_hidden_layers, hidden_size, num_attention_heads); intermediate = 4 * hidden.
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "bert-tiny": (2, 128, 2),
+    "bert-mini": (4, 256, 4),
+    "bert-small": (4, 512, 8),
+    "bert-medium": (8, 512, 8),
+    "bert-base": (12, 768, 12),
+}
+
+__all__ = ["BertConfig", "PRESETS"]

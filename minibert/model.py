@@ -1,0 +1,357 @@
+"""BERT, written out by hand, top to bottom (Devlin et al. 2019; HF's modeling_bert.py).
+
+Shape legend: B batch, T sequence length, C hidden size, H attention heads, D head size
+(C / H), I intermediate size, V vocabulary, N labelled (masked) positions, K labels.
+
+Numerically this is HuggingFace's BertModel: post-LN blocks LayerNorm(x + dropout(f(x))),
+eps 1e-12, exact erf GELU, additive padding mask (1 - m) * finfo.min, tanh pooler on
+[CLS], MLM head dense -> GELU -> LayerNorm -> decoder whose weight IS the word embedding.
+Deliberate differences, none of which changes a number:
+- module names are shorter than HF's; checkpoint.py holds the one name-mapping table;
+- the MLM decoder is not a module: the head is handed the word-embedding matrix, so the
+  tie cannot come undone and the state dict has no alias to drop;
+- `masked_only=True` projects onto the vocabulary only at the N labelled positions;
+- attention probabilities are returned before attention dropout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from einops import rearrange
+
+from .checkpoint import Pretrained
+from .config import BertConfig
+from .loss import IGNORE_INDEX, mlm_loss
+
+ACTIVATIONS = {
+    "gelu": F.gelu,  # exact: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), BERT's and HF's
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+}
+
+
+def sum_embeddings(*parts: torch.Tensor) -> torch.Tensor:
+    """S1: the input representation is the element-wise SUM of its parts, all in R^C.
+
+    Parts of different widths are an error: BERT never broadcasts or pads a width; a part
+    of another width needs an explicit projection first. (Leading dims broadcast as usual,
+    e.g. a (T, C) position table over (B, T, C).) The sum cannot be split back uniquely.
+    """
+    widths = [p.shape[-1] for p in parts]
+    if len(set(widths)) != 1:
+        raise ValueError(f"embeddings to sum must share one width C, got widths {widths}; "
+                         "project them to a common width explicitly")
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def additive_mask(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, 1, 1, T) 1 = attend, 0 = padding  ->  0 / finfo(dtype).min, added to the scores.
+
+    finfo.min, not -inf: a row whose keys are all padding softmaxes to a uniform (finite)
+    distribution instead of NaN, and exp(min - max) is exactly 0 for padding keys otherwise.
+    """
+    return (1.0 - keep.to(dtype)) * torch.finfo(dtype).min
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        C = config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, C, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, C)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, C)
+        self.LayerNorm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        """token + segment + position (S1), before LayerNorm: (B, T) -> (B, T, C)."""
+        T = input_ids.shape[1]
+        positions = torch.arange(T, device=input_ids.device)      # (T,)
+        return sum_embeddings(self.word_embeddings(input_ids),         # (B, T, C)
+                              self.token_type_embeddings(token_type_ids),  # (B, T, C)
+                              self.position_embeddings(positions))     # (T, C), same for every row
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.LayerNorm(self.embed(input_ids, token_type_ids)))  # (B, T, C)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention: softmax(Q K^T / sqrt(D) + mask) V, then the output projection."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        C = config.hidden_size
+        self.n_head = config.num_attention_heads
+        self.use_sdpa = config.use_sdpa
+        self.query = nn.Linear(C, C)
+        self.key = nn.Linear(C, C)
+        self.value = nn.Linear(C, C)
+        self.output = nn.Linear(C, C)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor, return_probs: bool = False):
+        """x (B, T, C), keep (B, 1, 1, T) -> (B, T, C), and probs (B, H, T, T) or None."""
+        q = rearrange(self.query(x), "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
+        k = rearrange(self.key(x), "b t (h d) -> b h t d", h=self.n_head)    # (B, H, T, D)
+        v = rearrange(self.value(x), "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
+        mask = additive_mask(keep, q.dtype)                                  # (B, 1, 1, T)
+        if self.use_sdpa and not return_probs:
+            # Fast path, same math: given the same float mask, no boolean-mask inversion.
+            p = self.dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            probs = None
+        else:
+            D = q.shape[-1]
+            scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, T): query t, key s
+            scores = scores + mask                           # padding keys -> finfo.min
+            probs = scores.softmax(dim=-1)                   # (B, H, T, T), rows sum to 1
+            context = self.dropout(probs) @ v                # (B, H, T, D)
+        context = rearrange(context, "b h t d -> b t (h d)")  # (B, T, C): heads side by side
+        return self.output(context), probs
+
+
+class BertLayer(nn.Module):
+    """One post-LN encoder block: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        C, I = config.hidden_size, config.intermediate_size
+        self.attention = SelfAttention(config)
+        self.attention_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.intermediate = nn.Linear(C, I)
+        self.act = ACTIVATIONS[config.hidden_act]
+        self.output = nn.Linear(I, C)
+        self.output_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor, return_probs: bool = False):
+        a, probs = self.attention(x, keep, return_probs)              # (B, T, C)
+        x = self.attention_norm(x + self.dropout(a))                  # (B, T, C)
+        h = self.act(self.intermediate(x))                            # (B, T, I)
+        x = self.output_norm(x + self.dropout(self.output(h)))       # (B, T, C)
+        return x, probs
+
+
+@torch.no_grad()
+def init_weights(module: nn.Module, std: float) -> None:
+    """HF's init: N(0, std) matrices and embeddings, zero biases, padding row 0, LayerNorm 1/0."""
+    if isinstance(module, nn.Linear):
+        module.weight.normal_(0.0, std)
+        if module.bias is not None:
+            module.bias.zero_()
+    elif isinstance(module, nn.Embedding):
+        module.weight.normal_(0.0, std)
+        if module.padding_idx is not None:
+            module.weight[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        module.weight.fill_(1.0)
+        module.bias.zero_()
+
+
+@dataclass
+class BertOutput:
+    last_hidden_state: torch.Tensor          # (B, T, C)
+    pooler_output: torch.Tensor | None       # (B, C); None without a pooler
+    attentions: tuple[torch.Tensor, ...] | None = None  # L x (B, H, T, T)
+
+
+@dataclass
+class MaskedLMOutput:
+    loss: torch.Tensor | None
+    logits: torch.Tensor                     # (B, T, V), or (N, V) with masked_only
+
+
+@dataclass
+class SequenceClassifierOutput:
+    loss: torch.Tensor | None
+    logits: torch.Tensor                     # (B, K)
+
+
+class BertModel(Pretrained, nn.Module):
+    """Embeddings -> L encoder blocks -> (optional) tanh pooler on [CLS]."""
+
+    hf_architecture = "BertModel"
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if add_pooling_layer else None
+        self.apply(lambda m: init_weights(m, config.initializer_range))
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None,
+                output_attentions: bool = False) -> BertOutput:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        self._check_inputs(input_ids, attention_mask, token_type_ids)
+        keep = attention_mask.bool()[:, None, None, :]               # (B, 1, 1, T)
+        x = self.embeddings(input_ids, token_type_ids)                # (B, T, C)
+        attentions = []
+        for layer in self.layers:
+            x, probs = layer(x, keep, output_attentions)              # (B, T, C)
+            attentions.append(probs)
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, C)
+        return BertOutput(x, pooled, tuple(attentions) if output_attentions else None)
+
+    def _check_inputs(self, input_ids, attention_mask, token_type_ids) -> None:
+        cfg = self.config
+        if input_ids.dim() != 2 or input_ids.dtype.is_floating_point or input_ids.numel() == 0:
+            raise ValueError(f"input_ids must be a non-empty (B, T) tensor of token ids, got "
+                             f"shape {tuple(input_ids.shape)} dtype {input_ids.dtype}")
+        if input_ids.shape[1] > cfg.max_position_embeddings:
+            raise ValueError(f"sequence length {input_ids.shape[1]} exceeds "
+                             f"max_position_embeddings ({cfg.max_position_embeddings})")
+        for name, t, limit in (("input_ids", input_ids, cfg.vocab_size),
+                               ("token_type_ids", token_type_ids, cfg.type_vocab_size)):
+            if t.shape != input_ids.shape:
+                raise ValueError(f"{name} has shape {tuple(t.shape)}, input_ids {tuple(input_ids.shape)}")
+            if t.min() < 0 or t.max() >= limit:
+                raise ValueError(f"{name} must lie in [0, {limit}); got values from "
+                                 f"{int(t.min())} to {int(t.max())}")
+        if attention_mask.shape != input_ids.shape:
+            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, "
+                             f"input_ids {tuple(input_ids.shape)}")
+
+
+class MLMHead(nn.Module):
+    """dense -> GELU -> LayerNorm -> decoder; the decoder weight is the word-embedding matrix."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        C = config.hidden_size
+        self.dense = nn.Linear(C, C)
+        self.act = ACTIVATIONS[config.hidden_act]
+        self.norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # the decoder's own bias
+
+    def forward(self, h: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.act(self.dense(h)))            # (..., C)
+        return F.linear(h, word_embeddings, self.bias)     # (..., V) = h @ E^T + b
+
+
+class BertForMaskedLM(Pretrained, nn.Module):
+    """BertModel without pooler, plus the MLM head tied to the word embeddings (HF's layout)."""
+
+    hf_architecture = "BertForMaskedLM"
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.mlm_head = MLMHead(config)
+        self.mlm_head.apply(lambda m: init_weights(m, config.initializer_range))
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
+                masked_only: bool = False) -> MaskedLMOutput:
+        """labels (B, T): the original id at target positions, -100 elsewhere.
+
+        masked_only=True (needs labels) projects onto the V-word vocabulary only at the N
+        target positions: logits are then (N, V) in row-major order, and the loss is the
+        same number as the dense (B, T, V) computation at a fraction of the FLOPs.
+        """
+        h = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state  # (B, T, C)
+        if masked_only:
+            if labels is None:
+                raise ValueError("masked_only=True needs labels to know which positions to score")
+            is_target = labels != IGNORE_INDEX  # (B, T)
+            h, labels = h[is_target], labels[is_target]  # (N, C), (N,)
+        logits = self.mlm_head(h, self.bert.embeddings.word_embeddings.weight)  # (B, T, V) | (N, V)
+        loss = mlm_loss(logits, labels) if labels is not None else None
+        return MaskedLMOutput(loss, logits)
+
+
+def _check_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
+    K = logits.shape[-1]
+    if labels.shape != logits.shape[:1]:
+        raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+    if labels.min() < 0 or labels.max() >= K:
+        raise ValueError(f"labels must lie in [0, {K}); got values from "
+                         f"{int(labels.min())} to {int(labels.max())}")
+
+
+class BertForSequenceClassification(Pretrained, nn.Module):
+    """HF's classifier: pooler (tanh on [CLS]) -> dropout -> Linear(C, K)."""
+
+    hf_architecture = "BertForSequenceClassification"
+
+    def __init__(self, config: BertConfig, num_labels: int = 2):
+        super().__init__()
+        if num_labels < 2:
+            raise ValueError(f"num_labels must be at least 2, got {num_labels}")
+        if config.id2label is None or len(config.id2label) != num_labels:
+            config = replace(config, id2label={i: f"LABEL_{i}" for i in range(num_labels)})
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config)
+        p = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        init_weights(self.classifier, config.initializer_range)
+
+    @classmethod
+    def _from_config(cls, config: BertConfig):
+        return cls(config, len(config.id2label) if config.id2label else 2)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None):
+        pooled = self.bert(input_ids, attention_mask, token_type_ids).pooler_output  # (B, C)
+        logits = self.classifier(self.dropout(pooled))                                 # (B, K)
+        loss = None
+        if labels is not None:
+            _check_labels(labels, logits)
+            loss = F.cross_entropy(logits, labels)
+        return SequenceClassifierOutput(loss, logits)
+
+
+class BertForClassification(Pretrained, nn.Module):
+    """The exercise's head (S6): [CLS] vector -> one Linear -> cross-entropy. No pooler used.
+
+    For hidden 768 and 2 labels the head has 768 * 2 + 2 = 1538 parameters (S7). Saved in
+    minibert's layout (architectures = ["BertForClassification"]): `transformers` has no
+    such class, and loading it as BertForSequenceClassification would put the pooler in.
+    """
+
+    hf_architecture = "BertForClassification"
+
+    def __init__(self, bert_backbone: BertModel, num_labels: int):
+        super().__init__()
+        if num_labels < 2:
+            raise ValueError(f"num_labels must be at least 2, got {num_labels}")
+        self.bert = bert_backbone
+        hidden_size = self.bert.config.hidden_size
+        self.classifier = nn.Linear(hidden_size, num_labels)
+        init_weights(self.classifier, self.bert.config.initializer_range)
+
+    @property
+    def config(self) -> BertConfig:
+        config, n = self.bert.config, self.classifier.out_features
+        if config.id2label is not None and len(config.id2label) == n:
+            return config
+        return replace(config, id2label={i: f"LABEL_{i}" for i in range(n)})
+
+    @classmethod
+    def _from_config(cls, config: BertConfig):
+        return cls(BertModel(config), len(config.id2label) if config.id2label else 2)
+
+    def forward(self, input_ids, attention_mask=None, labels=None, *, token_type_ids=None):
+        outputs = self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                            token_type_ids=token_type_ids)
+        cls_embedding = outputs.last_hidden_state[:, 0, :]  # (B, C): the [CLS] position
+        logits = self.classifier(cls_embedding)             # (B, K)
+        if labels is not None:
+            _check_labels(labels, logits)
+            loss = F.cross_entropy(logits, labels)
+            return loss, logits
+        return logits

@@ -1,0 +1,179 @@
+"""save_pretrained / from_pretrained: HF's folder layout, strict loading, atomic writes."""
+
+import os
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import minibert.checkpoint as ckpt
+from minibert import (BertForClassification, BertForMaskedLM, BertForSequenceClassification, BertModel,
+                      CheckpointError, load_tokenizer)
+
+from conftest import assert_close, perturb_, tiny_config
+
+
+def _models():
+    return [BertModel(tiny_config()), BertForMaskedLM(tiny_config()),
+            BertForSequenceClassification(tiny_config(), num_labels=3),
+            BertForClassification(BertModel(tiny_config()), num_labels=4)]
+
+
+@pytest.mark.parametrize("model", _models(), ids=lambda m: type(m).__name__)
+def test_round_trip_every_class(tmp_path, model, batch):
+    """Every class writes config.json + model.safetensors and reads back identical weights
+    and identical outputs."""
+    ids, mask, types = batch
+    model = perturb_(model).eval()
+    model.save_pretrained(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
+    loaded = type(model).from_pretrained(tmp_path).eval()
+    for (k, a), (k2, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert k == k2 and torch.equal(a, b), k
+    out_a, out_b = model(ids, mask), loaded(ids, mask)
+    a = out_a if torch.is_tensor(out_a) else (out_a.logits if hasattr(out_a, "logits") else out_a.last_hidden_state)
+    b = out_b if torch.is_tensor(out_b) else (out_b.logits if hasattr(out_b, "logits") else out_b.last_hidden_state)
+    assert torch.equal(a, b)
+
+
+def test_saved_names_are_hf_names(tmp_path):
+    """The file holds HF's names (the one mapping table in checkpoint.py), no tied alias."""
+    BertForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    keys = set(load_file(tmp_path / "model.safetensors"))
+    assert "bert.encoder.layer.1.attention.self.query.weight" in keys
+    assert "bert.encoder.layer.0.attention.output.LayerNorm.bias" in keys
+    assert "bert.encoder.layer.0.output.dense.weight" in keys
+    assert "cls.predictions.transform.LayerNorm.weight" in keys and "cls.predictions.bias" in keys
+    assert "cls.predictions.decoder.weight" not in keys and len(keys) == 5 + 2 * 16 + 5
+
+
+def test_tokenizer_is_saved_beside_the_weights(tmp_path):
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    tok = Tokenizer(WordLevel({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
+    BertModel(tiny_config()).save_pretrained(tmp_path, tokenizer=tok)
+    assert load_tokenizer(tmp_path).token_to_id("hello") == 1
+
+
+def _edit(path, fn):
+    f = path / "model.safetensors"
+    state = load_file(f)
+    fn(state)
+    save_file(state, f, metadata={"format": "pt"})
+
+
+def test_missing_unexpected_and_mismatched_tensors_are_all_listed(tmp_path):
+    perturb_(BertForMaskedLM(tiny_config())).save_pretrained(tmp_path)
+
+    def damage(state):
+        del state["bert.encoder.layer.1.intermediate.dense.bias"]
+        state["bert.encoder.layer.7.output.dense.weight"] = torch.zeros(2, 2)
+        state["cls.predictions.bias"] = torch.zeros(98)
+
+    _edit(tmp_path, damage)
+    with pytest.raises(CheckpointError) as e:
+        BertForMaskedLM.from_pretrained(tmp_path)
+    msg = str(e.value)
+    assert "nothing was loaded" in msg
+    assert "missing from the checkpoint (1):\n    bert.encoder.layer.1.intermediate.dense.bias" in msg
+    assert "unexpected in the checkpoint (1):\n    bert.encoder.layer.7.output.dense.weight" in msg
+    assert "cls.predictions.bias: checkpoint (98,), model (99,)" in msg
+
+
+def test_a_different_vocabulary_is_a_shape_error(tmp_path):
+    BertForMaskedLM(tiny_config()).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match=r"word_embeddings.weight: checkpoint \(99, 32\), model \(120, 32\)"):
+        BertForMaskedLM.from_pretrained(tmp_path, vocab_size=120)
+
+
+def test_bin_with_tied_aliases_and_skipped_tensors_loads(tmp_path, batch):
+    """A pytorch_model.bin holding the tied aliases cls.predictions.decoder.weight/.bias, the
+    position_ids buffer and an NSP head loads (weights_only); an alias that differs is refused."""
+    ids, mask, types = batch
+    src = perturb_(BertForMaskedLM(tiny_config())).eval()
+    state = {ckpt.to_hf_name(k): v for k, v in src.state_dict().items()}
+    state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"].clone()
+    state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"].clone()
+    state["bert.embeddings.position_ids"] = torch.arange(64)[None]
+    state["cls.seq_relationship.weight"] = torch.zeros(2, 32)
+    state["bert.pooler.dense.weight"] = torch.zeros(32, 32)
+    src.config.save(tmp_path / "config.json")
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    loaded = BertForMaskedLM.from_pretrained(tmp_path).eval()
+    assert torch.equal(loaded(ids, mask, types).logits, src(ids, mask, types).logits)
+    state["cls.predictions.decoder.weight"] += 1
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="untied decoder"):
+        BertForMaskedLM.from_pretrained(tmp_path)
+
+
+def test_backbone_from_an_mlm_checkpoint_names_what_it_dropped_and_initialised(tmp_path, batch):
+    ids, mask, types = batch
+    mlm = perturb_(BertForMaskedLM(tiny_config())).eval()
+    mlm.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match=r"dropped the task head's tensors \['cls.predictions.bias'.*new pooler"):
+        bert = BertModel.from_pretrained(tmp_path).eval()
+    assert torch.equal(bert(ids, mask, types).last_hidden_state, mlm.bert(ids, mask, types).last_hidden_state)
+    with pytest.raises(CheckpointError, match="missing from the checkpoint"):
+        BertForSequenceClassification.from_pretrained(tmp_path)
+
+
+def test_exercise_head_checkpoint_is_not_loaded_as_hf_classifier(tmp_path):
+    BertForClassification(BertModel(tiny_config()), 2).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="holds a BertForClassification"):
+        BertForSequenceClassification.from_pretrained(tmp_path)
+    assert BertForClassification.from_pretrained(tmp_path).classifier.out_features == 2
+
+
+def test_missing_weights_file_is_a_clear_error(tmp_path):
+    tiny_config().save(tmp_path / "config.json")
+    with pytest.raises(FileNotFoundError, match="no model.safetensors or pytorch_model.bin"):
+        BertModel.from_pretrained(tmp_path)
+
+
+def test_an_interrupted_save_leaves_the_old_checkpoint_intact(tmp_path, monkeypatch):
+    """save_pretrained writes a temporary file and renames it: if writing dies half-way,
+    the previous model.safetensors is untouched and no temporary file is left behind."""
+    old = perturb_(BertModel(tiny_config()), seed=1)
+    old.save_pretrained(tmp_path)
+    before = (tmp_path / "model.safetensors").read_bytes()
+
+    def dies_half_way(tensors, filename, metadata=None):
+        with open(filename, "wb") as f:
+            f.write(b"half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save_file", dies_half_way)
+    with pytest.raises(KeyboardInterrupt):
+        perturb_(BertModel(tiny_config()), seed=2).save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
+    monkeypatch.undo()
+    loaded = BertModel.from_pretrained(tmp_path)
+    assert_close(loaded.pooler.weight, old.pooler.weight, atol=0.0)
+
+
+def test_config_overrides_on_load(tmp_path, batch):
+    """from_pretrained(path, use_sdpa=True) switches the attention path, same numbers."""
+    ids, mask, types = batch
+    model = perturb_(BertModel(tiny_config())).eval()
+    model.save_pretrained(tmp_path)
+    fast = BertModel.from_pretrained(tmp_path, use_sdpa=True).eval()
+    assert fast.config.use_sdpa
+    assert_close(fast(ids, mask, types).last_hidden_state, model(ids, mask, types).last_hidden_state,
+                 atol=1e-6, what="hidden")
+
+
+def test_hand_written_safetensors_is_byte_identical_to_the_library(tmp_path):
+    """minibert writes safetensors itself (the library's writer needs NumPy); for every dtype a
+    BERT uses, plus an empty tensor, the file equals safetensors.torch.save_file's byte for byte."""
+    from safetensors.torch import save_file as library_save_file
+
+    g = torch.Generator().manual_seed(0)
+    tensors = {"w": torch.randn(3, 4, generator=g), "ids": torch.arange(5), "half": torch.randn(7).half(),
+               "bf": torch.randn(2, 3).bfloat16(), "flags": torch.tensor([True, False]),
+               "empty": torch.zeros(0), "byte": torch.tensor([1, 2, 3], dtype=torch.uint8)}
+    ckpt.save_file(tensors, tmp_path / "ours.safetensors", metadata={"format": "pt"})
+    library_save_file(tensors, tmp_path / "theirs.safetensors", metadata={"format": "pt"})
+    assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()

@@ -1,0 +1,76 @@
+"""BertConfig: HF's field names and defaults, config.json round trip, presets, validation."""
+
+import json
+import warnings
+
+import pytest
+
+from minibert import PRESETS, BertConfig
+
+
+def test_defaults_are_bert_base():
+    c = BertConfig()
+    assert (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+            c.intermediate_size, c.max_position_embeddings, c.type_vocab_size) == (30522, 768, 12, 12, 3072, 512, 2)
+    assert (c.hidden_act, c.layer_norm_eps, c.pad_token_id, c.initializer_range) == ("gelu", 1e-12, 0, 0.02)
+    assert c.hidden_dropout_prob == c.attention_probs_dropout_prob == 0.1 and c.head_size == 64
+
+
+@pytest.mark.parametrize("name,layers,hidden,heads", [
+    ("bert-tiny", 2, 128, 2), ("bert-mini", 4, 256, 4), ("bert-small", 4, 512, 8),
+    ("bert-medium", 8, 512, 8), ("bert-base", 12, 768, 12)])
+def test_presets(name, layers, hidden, heads):
+    c = BertConfig.from_preset(name)
+    assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, c.intermediate_size) == \
+        (layers, hidden, heads, 4 * hidden)
+    assert len(PRESETS) == 5
+    assert BertConfig.from_preset(name, vocab_size=8000).vocab_size == 8000
+
+
+def test_unknown_preset_is_a_clear_error():
+    with pytest.raises(ValueError, match="bert-tiny"):
+        BertConfig.from_preset("bert-huge")
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("num_attention_heads", 5, "divisible"),
+    ("hidden_size", 0, "hidden_size must be a positive integer"),
+    ("num_hidden_layers", -1, "num_hidden_layers must be a positive integer"),
+    ("vocab_size", 2.5, "vocab_size must be a positive integer"),
+    ("hidden_dropout_prob", 1.5, "hidden_dropout_prob"),
+    ("hidden_act", "swish2", "hidden_act"),
+    ("layer_norm_eps", 0.0, "layer_norm_eps"),
+    ("position_embedding_type", "relative_key", "position_embedding_type"),
+    ("pad_token_id", 40000, "pad_token_id"),
+])
+def test_invalid_configs_name_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        BertConfig(**{field: value})
+
+
+def test_config_json_round_trip(tmp_path):
+    c = BertConfig.from_preset("bert-mini", vocab_size=1000, id2label={0: "neg", 1: "pos"})
+    c.save(tmp_path / "config.json", ["BertForSequenceClassification"])
+    d = json.loads((tmp_path / "config.json").read_text())
+    assert d["model_type"] == "bert" and d["architectures"] == ["BertForSequenceClassification"]
+    assert d["id2label"] == {"0": "neg", "1": "pos"} and d["label2id"] == {"neg": 0, "pos": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # HF bookkeeping keys (model_type, label2id, ...) are silent
+        assert BertConfig.load(tmp_path) == c
+
+
+def test_unknown_keys_are_ignored_with_one_warning(tmp_path):
+    d = {**BertConfig().to_dict(), "rope_theta": 1e4, "flash_magic": True, "transformers_version": "5.0"}
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    with pytest.warns(UserWarning) as record:
+        c = BertConfig.load(tmp_path)
+    assert len(record) == 1 and "['flash_magic', 'rope_theta']" in str(record[0].message)
+    assert c == BertConfig()
+
+
+def test_not_a_bert_config_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ValueError, match="gpt2"):
+        BertConfig.load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        BertConfig.load(tmp_path / "nowhere")

@@ -1,0 +1,63 @@
+"""The MLM loss: S13, S14, S15, S16/S25."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minibert import NoMaskedTokensError, mlm_loss
+
+from conftest import assert_close
+
+
+def test_s13_two_targets_by_hand():
+    """S13: p(true) = 0.5 and 0.25 at the two targets: -(log 0.5 + log 0.25) / 2
+    = (0.6931472 + 1.3862944) / 2 = 1.0397208. Logits are log-probabilities, so softmax
+    gives back exactly those p."""
+    logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25], [0.25, 0.25, 0.5], [0.1, 0.1, 0.8]]]))
+    labels = torch.tensor([[0, 1, -100]])  # (B=1, T=3); the third position is not a target
+    assert_close(mlm_loss(logits, labels), 1.0397208, atol=1e-6, what="S13 loss")
+
+
+def test_s14_denominator_is_the_number_of_targets_in_the_batch():
+    """S14: row 0 has one target with p = 0.5, row 1 has none. The loss is log 2 / 1 =
+    0.6931472, not log 2 / 2 (batch size) = 0.3466 nor log 2 / 6 (stored positions)."""
+    probs = torch.full((2, 3, 4), 0.25)
+    probs[0, 1] = torch.tensor([0.5, 0.25, 0.125, 0.125])
+    labels = torch.tensor([[-100, 0, -100], [-100, -100, -100]])
+    assert_close(mlm_loss(probs.log(), labels), math.log(2), atol=1e-6, what="S14 loss")
+
+
+def test_s15_no_target_raises_never_nan_or_zero():
+    """S15: a batch whose labels are all -100 raises NoMaskedTokensError (a ValueError),
+    where F.cross_entropy's mean would return NaN."""
+    logits, labels = torch.zeros(2, 3, 5), torch.full((2, 3), -100)
+    assert torch.isnan(F.cross_entropy(logits.view(-1, 5), labels.view(-1), ignore_index=-100))
+    with pytest.raises(NoMaskedTokensError, match="no target"):
+        mlm_loss(logits, labels)
+    assert issubclass(NoMaskedTokensError, ValueError)
+
+
+def test_s16_s25_flattened_by_hand_equals_cross_entropy():
+    """S16/S25: gather -log softmax at the selected positions, average by hand: equals
+    F.cross_entropy(..., ignore_index=-100) and mlm_loss (atol 1e-6)."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 16, 50, generator=g)
+    labels = torch.randint(0, 50, (4, 16), generator=g)
+    labels[torch.rand(4, 16, generator=g) > 0.15] = -100
+    labels[0, 0] = 7
+    sel = labels != -100
+    by_hand = -(logits[sel].log_softmax(-1).gather(1, labels[sel][:, None])).mean()
+    reference = F.cross_entropy(logits.view(-1, 50), labels.view(-1), ignore_index=-100)
+    assert_close(mlm_loss(logits, labels), by_hand, atol=1e-6, what="vs by hand")
+    assert_close(reference, by_hand, atol=1e-6, what="cross_entropy vs by hand")
+    sparse = mlm_loss(logits[sel], labels[sel])  # (N, V) and (N,), as the sparse head gives
+    assert_close(sparse, by_hand, atol=1e-6, what="sparse form")
+
+
+def test_bad_shapes_and_labels_raise():
+    with pytest.raises(ValueError, match="do not match"):
+        mlm_loss(torch.zeros(2, 3, 5), torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"token ids in \[0, 5\)"):
+        mlm_loss(torch.zeros(2, 3, 5), torch.tensor([[5, -100, -100], [0, 1, 2]]))

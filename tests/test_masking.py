@@ -1,0 +1,193 @@
+"""The MLM masker: S8, S10, S11, S21, S23, S24, S26, S27."""
+
+import math
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+from tokenizers.models import WordPiece
+from tokenizers.pre_tokenizers import Whitespace
+
+from minibert import MaskingError, MaskingVocab, mask_batch, random_mask_tokens
+
+PAD, CLS, SEP, MASK = 0, 1, 2, 3
+SPECIAL = [PAD, CLS, SEP, MASK]
+ORDINARY = list(range(4, 1000))
+
+
+def make_batch(B, T, seed=0, min_len=3):
+    """Rows [CLS] w w ... w [SEP] [PAD] ... of random lengths in [min_len, T]."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, 1000, (B, T), generator=g)
+    lengths = torch.randint(min_len, T + 1, (B,), generator=g)
+    pos = torch.arange(T)
+    attention = (pos[None, :] < lengths[:, None]).long()
+    ids[:, 0] = CLS
+    ids[torch.arange(B), lengths - 1] = SEP
+    ids[attention == 0] = PAD
+    special = torch.isin(ids, torch.tensor(SPECIAL))
+    return ids, attention, special
+
+
+def run(ids, attention, special, seed=0, **kw):
+    return mask_batch(ids, attention, special, MASK, ORDINARY, torch.Generator().manual_seed(seed), **kw)
+
+
+def test_s21_labels_are_ignore_index_off_target_and_at_padding():
+    """S21: labels[~selected] == -100 and labels at padding == -100; S8/S10: at selected
+    positions the label is the ORIGINAL id (built from the untouched input, even where the
+    corrupted copy now holds [MASK] or a random id), and input_ids is not modified."""
+    ids, attention, special = make_batch(64, 32)
+    before = ids.clone()
+    corrupted, labels, attn_out, selected = run(ids, attention, special)
+    assert torch.equal(ids, before) and attn_out is attention
+    assert (labels[~selected] == -100).all()
+    assert (labels[attention == 0] == -100).all()
+    assert torch.equal(labels[selected], ids[selected])
+    changed = selected & (corrupted != ids)
+    assert changed.sum() > 0.8 * selected.sum()  # most targets were corrupted ...
+    assert torch.equal(labels[changed], before[changed])  # ... yet labels hold the originals
+
+
+def test_unselected_positions_are_never_changed_and_specials_never_selected():
+    """Outside `selected` the corrupted ids equal the input; [CLS]/[SEP]/[PAD] are never selected."""
+    ids, attention, special = make_batch(64, 32)
+    corrupted, _, _, selected = run(ids, attention, special)
+    assert torch.equal(corrupted[~selected], ids[~selected])
+    assert not (selected & special).any() and not (selected & (attention == 0)).any()
+
+
+def test_every_row_with_a_candidate_gets_a_target():
+    """Rows of 1 or 2 ordinary tokens would often draw none at 15% (0.85^2 = 72% of the time);
+    the masker then picks one candidate, so each such row has exactly 1 (or 2) targets."""
+    ids, attention, special = make_batch(200, 4, min_len=3)  # 1 or 2 ordinary tokens per row
+    _, labels, _, selected = run(ids, attention, special)
+    assert (selected.sum(1) >= 1).all()
+    assert ((labels != -100).sum(1) >= 1).all()
+
+
+def test_s23_no_candidate_raises():
+    """S23: an all-padding batch, or one of special tokens only, has nothing to mask."""
+    ids, attention, special = make_batch(4, 8)
+    with pytest.raises(MaskingError, match="no candidate"):
+        run(ids, torch.zeros_like(attention), special)
+    only_special = torch.tensor([[CLS, SEP, PAD]])
+    with pytest.raises(MaskingError, match="no candidate"):
+        run(only_special, torch.tensor([[1, 1, 0]]), torch.isin(only_special, torch.tensor(SPECIAL)))
+
+
+def test_bad_arguments_raise():
+    """S10: masks of different shapes, and ordinary_token_ids that is empty, not 1-D, or
+    holds a special id, are clear errors."""
+    ids, attention, special = make_batch(4, 8)
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(MaskingError, match="same"):
+        mask_batch(ids, attention[:, :7], special, MASK, ORDINARY, g)
+    with pytest.raises(MaskingError, match="non-empty 1-D"):
+        mask_batch(ids, attention, special, MASK, [], g)
+    with pytest.raises(MaskingError, match="non-empty 1-D"):
+        mask_batch(ids, attention, special, MASK, [[4, 5], [6, 7]], g)
+    with pytest.raises(MaskingError, match="special ids"):
+        mask_batch(ids, attention, special, MASK, [CLS, 5, 6], g)
+    with pytest.raises(MaskingError, match="special ids"):
+        mask_batch(ids, attention, special, MASK, [MASK, 5, 6], g)
+
+
+def test_s24_same_seed_same_masking():
+    """S24: two generators with the same seed give identical output; another seed differs."""
+    ids, attention, special = make_batch(32, 64)
+    a = run(ids, attention, special, seed=7)
+    b = run(ids, attention, special, seed=7)
+    c = run(ids, attention, special, seed=8)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    assert not torch.equal(a[3], c[3])
+
+
+def test_s26_selection_rate_and_80_10_10_split():
+    """S26, over 2048 rows of length 128: about 2048 * 64 = 131k candidates, ~19.7k selected.
+
+    Selected fraction: p = 0.15, sd = sqrt(p(1-p)/n) ~ sqrt(0.1275/131000) = 0.00099.
+    The at-least-one rule adds at most P(no pick in a row) = 0.85^(>=1 candidates); rows here
+    have >= 1 candidate and mostly dozens, so its bias is far below 1 sd.
+    Of the k selected, the [MASK] share has sd sqrt(0.8*0.2/k) = 0.0029 and the random and
+    kept shares sqrt(0.1*0.9/k) = 0.0021. Tolerance: 4 sd each (a false alarm about 1 in
+    16,000 per check; the seed is fixed anyway). A chained-draw 81/10/9 split would put the
+    kept share 4.7 sd off and fail. "Random" is counted as a change to another id; a random
+    draw of the same id (1/996 of the 10%) counts as kept, a bias of 1e-4, under 0.05 sd.
+    """
+    ids, attention, special = make_batch(2048, 128)
+    corrupted, labels, _, selected = run(ids, attention, special, seed=3)
+    n = int((attention.bool() & ~special).sum())
+    k = int(selected.sum())
+    assert n > 100_000
+    sd = math.sqrt(0.15 * 0.85 / n)
+    assert abs(k / n - 0.15) < 4 * sd, (k / n, sd)
+    c, o = corrupted[selected], ids[selected]
+    masked = (c == MASK).float().mean().item()
+    kept = (c == o).float().mean().item()
+    rand = ((c != MASK) & (c != o)).float().mean().item()
+    sd80, sd10 = math.sqrt(0.8 * 0.2 / k), math.sqrt(0.1 * 0.9 / k)
+    assert abs(masked - 0.8) < 4 * sd80, masked
+    assert abs(rand - 0.1) < 4 * sd10, rand
+    assert abs(kept - 0.1) < 4 * sd10, kept
+
+
+def test_s27_random_replacements_never_produce_a_special_token():
+    """S27: with only two ordinary ids and probability 1, ~10% of 40k selected positions are
+    random replacements: every corrupted id at a selected position is [MASK] or ordinary."""
+    ids, attention, special = make_batch(512, 128)
+    ids = torch.where(special, ids, ids % 2 + 4)  # ordinary ids are 4 and 5 only
+    g = torch.Generator().manual_seed(0)
+    corrupted, _, _, selected = mask_batch(ids, attention, special, MASK, [4, 5], g, probability=1.0)
+    allowed = torch.tensor([MASK, 4, 5])
+    assert torch.isin(corrupted[selected], allowed).all()
+    assert (corrupted[selected] != ids[selected]).float().mean() > 0.8
+
+
+def test_masking_vocab_is_read_from_a_tokenizer():
+    """S12: special ids come from the tokenizer (here [PAD]=0, [UNK]=1, [CLS]=2, [SEP]=3,
+    [MASK]=4 in a 9-word vocabulary), never hard-coded as 0/101/102/103."""
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                         "the", "cat", "sat", "mat"])}
+    tok = Tokenizer(WordPiece(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    mv = MaskingVocab.from_tokenizer(tok)
+    assert mv.mask_id == 4 and mv.special_ids == (0, 1, 2, 3, 4)
+    assert mv.ordinary_token_ids == (5, 6, 7, 8)
+    ids = torch.tensor([[2, 5, 6, 7, 3, 0]])
+    assert mv.special_mask(ids).tolist() == [[True, False, False, False, True, True]]
+    corrupted, labels, _, selected = mask_batch(ids, (ids != 0).long(), mv.special_mask(ids), mv.mask_id,
+                                                mv.ordinary_token_ids, torch.Generator().manual_seed(0))
+    assert selected[0, 1:4].any() and not selected[0, [0, 4, 5]].any()
+
+
+def test_s11_exercise_example_never_masks_cls_sep_pad():
+    """S11: on [101, 123, 456, 789, 102, 0, 0] with special tokens [101, 102, 0], over 2000
+    seeds, positions 0, 4, 5, 6 are never selected nor changed, and each of 123/456/789 is
+    selected close to 15% of the time (sd sqrt(.15*.85/2000) = 0.008; 4 sd = 0.032).
+    Random replacements avoid the special ids and [MASK]=103."""
+    ids = torch.tensor([[101, 123, 456, 789, 102, 0, 0]])
+    hits = torch.zeros(7)
+    for seed in range(2000):
+        masked, labels = random_mask_tokens(ids, 30522, 103, [101, 102, 0],
+                                            generator=torch.Generator().manual_seed(seed))
+        assert masked[0, [0, 4, 5, 6]].tolist() == [101, 102, 0, 0]
+        assert (labels[0, [0, 4, 5, 6]] == -100).all()
+        sel = labels[0] != -100
+        assert torch.equal(labels[0, sel], ids[0, sel])
+        assert not torch.isin(masked[0, sel], torch.tensor([0, 101, 102])).any()
+        hits += sel.float()
+    assert hits[[0, 4, 5, 6]].sum() == 0
+    assert ((hits[1:4] / 2000 - 0.15).abs() < 0.032).all(), hits
+
+
+def test_s11_special_tokens_none_does_not_crash():
+    """special_tokens=None protects nothing: every position may be selected."""
+    ids = torch.tensor([[101, 123, 456, 789, 102, 0, 0]])
+    torch.manual_seed(0)
+    masked, labels = random_mask_tokens(ids, 30522, 103)
+    assert masked.shape == labels.shape == ids.shape
+    masked, labels = random_mask_tokens(ids, 30522, 103, None, mask_prob=1.0)
+    assert (labels == ids).all()

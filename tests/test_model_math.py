@@ -1,0 +1,209 @@
+"""Toy-size numbers worked out on paper, and the invariances BERT's math promises.
+
+Each test names the SPEC number it checks (../shared/SPEC.md).
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minibert import BertForSequenceClassification, BertModel
+from minibert.model import SelfAttention, sum_embeddings
+
+from conftest import assert_close, perturb_, tiny_config
+
+
+def test_s1_embeddings_are_summed_then_layer_normed():
+    """S1: token (1,0) + segment (0.5,0.5) + position (-0.5,1) = (1, 1.5).
+
+    Then LayerNorm with eps 1e-12 (weight 1, bias 0): mean 1.25, variance
+    ((1-1.25)^2 + (1.5-1.25)^2)/2 = 0.0625, sqrt(0.0625 + 1e-12) = 0.25, so
+    ((1-1.25)/0.25, (1.5-1.25)/0.25) = (-1, 1). With PyTorch's default eps 1e-5 it would be
+    0.25/sqrt(0.0625+1e-5) = 0.99992, outside atol 1e-6.
+    """
+    model = BertModel(tiny_config(hidden_size=2, num_attention_heads=1)).eval()
+    emb = model.embeddings
+    with torch.no_grad():
+        emb.word_embeddings.weight[7] = torch.tensor([1.0, 0.0])
+        emb.token_type_embeddings.weight[0] = torch.tensor([0.5, 0.5])
+        emb.position_embeddings.weight[0] = torch.tensor([-0.5, 1.0])
+    ids, types = torch.tensor([[7]]), torch.tensor([[0]])
+    assert_close(emb.embed(ids, types), torch.tensor([[[1.0, 1.5]]]), atol=1e-7, what="sum")
+    assert_close(emb(ids, types), torch.tensor([[[-1.0, 1.0]]]), atol=1e-6, what="LayerNorm(sum)")
+
+
+def test_s1_widths_must_match_and_the_sum_does_not_split_back():
+    """S1: parts of different widths are an error, never broadcast; (1,0)+(0.5,0.5)+(-0.5,1)
+    and (0,0)+(1,1)+(0,0.5) give the same (1, 1.5), so the parts cannot be recovered."""
+    with pytest.raises(ValueError, match="share one width"):
+        sum_embeddings(torch.zeros(1, 3, 2), torch.zeros(1, 3, 2), torch.zeros(3, 1))
+    a = sum_embeddings(torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]), torch.tensor([-0.5, 1.0]))
+    b = sum_embeddings(torch.tensor([0.0, 0.0]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 0.5]))
+    assert torch.equal(a, b) and torch.equal(a, torch.tensor([1.0, 1.5]))
+
+
+def test_exact_gelu_at_hand_points():
+    """The FFN uses exact GELU x*Phi(x): gelu(1) = Phi(1) = 0.8413447, gelu(-1) = -(1 - 0.8413447)
+    = -0.1586553, gelu(2) = 2*0.9772499 = 1.9544997. The tanh approximation gives
+    gelu(1) = 0.8411920 (1.5e-4 away), which atol 1e-6 rejects."""
+    layer = BertModel(tiny_config()).layers[0]
+    x = torch.tensor([-1.0, 0.0, 1.0, 2.0])
+    assert_close(layer.act(x), torch.tensor([-0.1586553, 0.0, 0.8413447, 1.9544997]), atol=1e-6)
+    assert_close(0.5 * (1 + math.erf(1 / math.sqrt(2))), 0.8413447, atol=1e-7)
+
+
+def _identity_attention(use_sdpa):
+    """One head (H=1, C=D=2) whose Q, K, V and output projections are the identity."""
+    attn = SelfAttention(tiny_config(hidden_size=2, num_attention_heads=1, use_sdpa=use_sdpa)).eval()
+    with torch.no_grad():
+        for lin in (attn.query, attn.key, attn.value, attn.output):
+            lin.weight.copy_(torch.eye(2))
+            lin.bias.zero_()
+    return attn
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True], ids=["manual", "sdpa"])
+def test_one_head_with_padding_mask_by_hand(use_sdpa):
+    """x = [(1,0), (0,1), (5,5)], the third token is padding. D = 2, so scores are q.k / sqrt 2.
+
+    Query 0: key 0 scores 1/sqrt 2 = 0.7071068, key 1 scores 0, key 2 is masked (+finfo.min).
+      softmax: e^0.7071068 = 2.0281150; p = 2.0281150 / 3.0281150 = 0.6697615, 1 - p = 0.3302385.
+      output = 0.6697615*(1,0) + 0.3302385*(0,1) = (0.6697615, 0.3302385).
+    Query 1 is the mirror image: (0.3302385, 0.6697615).
+    Query 2 (the padding token itself) scores 5/sqrt 2 against both real keys: (0.5, 0.5).
+    A mask that failed to hide key 2 would put almost all weight on (5,5).
+    """
+    attn = _identity_attention(use_sdpa)
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [5.0, 5.0]]])  # (B=1, T=3, C=2)
+    keep = torch.tensor([1, 1, 0]).bool()[None, None, None, :]  # (B, 1, 1, T)
+    out, probs = attn(x, keep, return_probs=not use_sdpa)
+    p = 0.6697615
+    expected = torch.tensor([[[p, 1 - p], [1 - p, p], [0.5, 0.5]]])
+    assert_close(out, expected, atol=1e-6, what="attention output")
+    if not use_sdpa:
+        assert_close(probs[0, 0], torch.tensor([[p, 1 - p, 0.0], [1 - p, p, 0.0], [0.5, 0.5, 0.0]]),
+                     atol=1e-6, what="attention probabilities")
+
+
+def _pair(use_sdpa_b=True, **overrides):
+    """Two eval-mode models with identical (perturbed) weights, differing only in use_sdpa."""
+    a = perturb_(BertModel(tiny_config(**overrides))).eval()
+    b = BertModel(tiny_config(use_sdpa=use_sdpa_b, **overrides)).eval()
+    b.load_state_dict(a.state_dict())
+    return a, b
+
+
+def test_manual_and_sdpa_attention_agree(batch):
+    """The SDPA fast path computes the same numbers as the written-out math (atol 1e-6),
+    on a batch with padding and two segments."""
+    ids, mask, types = batch
+    manual, sdpa = _pair()
+    with torch.no_grad():
+        a, b = manual(ids, mask, types), sdpa(ids, mask, types)
+    assert sdpa.layers[0].attention.use_sdpa and not manual.layers[0].attention.use_sdpa
+    assert_close(b.last_hidden_state, a.last_hidden_state, atol=1e-6, what="hidden")
+    assert_close(b.pooler_output, a.pooler_output, atol=1e-6, what="pooled")
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True], ids=["manual", "sdpa"])
+def test_s5_padding_ids_do_not_change_real_positions(batch, use_sdpa):
+    """S5: with a correct attention mask, replacing the [PAD] ids (and their segment ids)
+    by any other legal ids leaves every non-padding output unchanged. Padding keys get
+    weight exp(finfo.min - max) = 0 exactly, so the tolerance is tight (1e-6)."""
+    ids, mask, types = batch
+    model = perturb_(BertModel(tiny_config(use_sdpa=use_sdpa))).eval()
+    other_ids, other_types = ids.clone(), types.clone()
+    pad = mask == 0
+    other_ids[pad] = torch.randint(3, 99, (int(pad.sum()),), generator=torch.Generator().manual_seed(5))
+    other_types[pad] = 1
+    with torch.no_grad():
+        a, b = model(ids, mask, types), model(other_ids, mask, other_types)
+    assert not torch.equal(ids, other_ids)
+    real = mask.bool()
+    assert_close(b.last_hidden_state[real], a.last_hidden_state[real], atol=1e-6, what="hidden at real tokens")
+    assert_close(b.pooler_output, a.pooler_output, atol=1e-6, what="pooled")
+
+
+def test_s22_padding_invariance_at_the_prediction_level(batch):
+    """S22: a row classified alone (no padding, length 6) and inside a padded batch of length
+    10 gets the same logits (atol 1e-5: different matmul shapes may round differently) and
+    hence the same predicted label."""
+    ids, mask, types = batch
+    model = perturb_(BertForSequenceClassification(tiny_config(), num_labels=3), scale=0.3).eval()
+    with torch.no_grad():
+        in_batch = model(ids, mask, types).logits[1]
+        alone = model(ids[1:2, :6], mask[1:2, :6], types[1:2, :6]).logits[0]
+    assert_close(alone, in_batch, atol=1e-5, what="logits")
+    assert alone.argmax() == in_batch.argmax()
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True], ids=["manual", "sdpa"])
+def test_fully_padded_row_gives_no_nan(batch, use_sdpa):
+    """A row whose attention mask is all zero: every score is finfo.min, softmax is uniform
+    (1/T each), never 0/0 = NaN as an -inf mask would give. The other rows are unaffected."""
+    ids, mask, types = batch
+    model = perturb_(BertModel(tiny_config(use_sdpa=use_sdpa))).eval()
+    empty = mask.clone()
+    empty[2] = 0
+    with torch.no_grad():
+        out = model(ids, empty, types)
+        ref = model(ids, mask, types)
+    assert torch.isfinite(out.last_hidden_state).all() and torch.isfinite(out.pooler_output).all()
+    assert_close(out.last_hidden_state[:2], ref.last_hidden_state[:2], atol=1e-6, what="other rows")
+
+
+def test_attention_probabilities_are_returned_per_layer(batch):
+    """output_attentions=True returns L tensors (B, H, T, T) whose rows sum to 1 and put
+    zero weight on padding keys (row 1 is padded from position 6)."""
+    ids, mask, types = batch
+    model = perturb_(BertModel(tiny_config(use_sdpa=True))).eval()
+    with torch.no_grad():
+        out = model(ids, mask, types, output_attentions=True)
+        plain = model(ids, mask, types)
+    assert len(out.attentions) == 2
+    for probs in out.attentions:
+        assert probs.shape == (3, 4, 10, 10)
+        assert_close(probs.sum(-1), torch.ones(3, 4, 10), atol=1e-6, what="row sums")
+        assert probs[1, :, :, 6:].abs().max() == 0
+    assert_close(out.last_hidden_state, plain.last_hidden_state, atol=1e-6, what="same output")
+
+
+def test_dropout_is_active_in_training_mode_only(batch):
+    """Two train-mode passes differ (dropout), two eval-mode passes are identical."""
+    ids, mask, types = batch
+    model = BertModel(tiny_config())
+    a, b = model(ids, mask, types).last_hidden_state, model(ids, mask, types).last_hidden_state
+    assert not torch.allclose(a, b)
+    model.eval()
+    assert torch.equal(model(ids, mask, types).last_hidden_state, model(ids, mask, types).last_hidden_state)
+
+
+def test_hf_initialisation():
+    """HF's init: matrices and embeddings N(0, 0.02), biases 0, LayerNorm 1/0, padding row 0.
+    Over the 99x32 word-embedding table (3,136 non-padding values) the sample std of
+    N(0, 0.02) lies within 0.02 * (1 +- 4/sqrt(2*3136)) = [0.019, 0.021]."""
+    model = BertModel(tiny_config())
+    words = model.embeddings.word_embeddings.weight
+    assert words[0].abs().max() == 0  # pad_token_id = 0
+    assert 0.019 < words[1:].std().item() < 0.021
+    layer = model.layers[0]
+    assert layer.attention.query.bias.abs().max() == 0
+    assert torch.equal(layer.output_norm.weight, torch.ones(32)) and layer.output_norm.bias.abs().max() == 0
+    assert 0.015 < layer.intermediate.weight.std().item() < 0.025
+
+
+def test_bad_inputs_raise_clear_errors(batch):
+    ids, mask, types = batch
+    model = BertModel(tiny_config())
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model(torch.ones(1, 65, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"input_ids must lie in \[0, 99\)"):
+        model(torch.tensor([[1, 99]]))
+    with pytest.raises(ValueError, match="token_type_ids must lie"):
+        model(ids, mask, types + 1)
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        model(ids, mask[:, :5])
+    with pytest.raises(ValueError, match=r"\(B, T\) tensor of token ids"):
+        model(ids.float())
