@@ -19,6 +19,13 @@ def _models():
             BertForClassification(BertModel(tiny_config()), num_labels=4)]
 
 
+def _main_output(out):
+    """logits for the heads (BertForClassification returns the tensor itself), else hidden states."""
+    if torch.is_tensor(out):
+        return out
+    return out.logits if hasattr(out, "logits") else out.last_hidden_state
+
+
 @pytest.mark.parametrize("model", _models(), ids=lambda m: type(m).__name__)
 def test_round_trip_every_class(tmp_path, model, batch):
     """Every class writes config.json + model.safetensors and reads back identical weights
@@ -30,10 +37,7 @@ def test_round_trip_every_class(tmp_path, model, batch):
     loaded = type(model).from_pretrained(tmp_path).eval()
     for (k, a), (k2, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert k == k2 and torch.equal(a, b), k
-    out_a, out_b = model(ids, mask), loaded(ids, mask)
-    a = out_a if torch.is_tensor(out_a) else (out_a.logits if hasattr(out_a, "logits") else out_a.last_hidden_state)
-    b = out_b if torch.is_tensor(out_b) else (out_b.logits if hasattr(out_b, "logits") else out_b.last_hidden_state)
-    assert torch.equal(a, b)
+    assert torch.equal(_main_output(model(ids, mask)), _main_output(loaded(ids, mask)))
 
 
 def test_saved_names_are_hf_names(tmp_path):
@@ -61,6 +65,18 @@ def _edit(path, fn):
     state = load_file(f)
     fn(state)
     save_file(state, f, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda s: s.pop("bert.encoder.layer.0.attention.self.key.bias"), "missing from the checkpoint"),
+    (lambda s: s.update({"bert.encoder.extra": torch.zeros(1)}), "unexpected in the checkpoint"),
+    (lambda s: s.update({"bert.pooler.dense.bias": torch.zeros(31)}), "shape mismatch"),
+], ids=["missing", "unexpected", "mismatched"])
+def test_each_kind_of_misfit_alone_is_refused(tmp_path, damage, message):
+    perturb_(BertForSequenceClassification(tiny_config(), 2)).save_pretrained(tmp_path)
+    _edit(tmp_path, damage)
+    with pytest.raises(CheckpointError, match=message):
+        BertForSequenceClassification.from_pretrained(tmp_path)
 
 
 def test_missing_unexpected_and_mismatched_tensors_are_all_listed(tmp_path):
