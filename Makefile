@@ -1,19 +1,24 @@
-# `make test` works on a fresh machine with only Python 3.10+: it builds .venv and runs pytest.
+# `make run` and `make test` work on a fresh machine with only Python 3.10+ (and make):
+# each builds .venv first. `make run` pretrains the default model, `make test` runs pytest.
 # TORCH picks the torch build; the default is the CPU build these project machines keep on
 # disk. Elsewhere, e.g.: make test TORCH=torch
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 
-.PHONY: setup test clean
+.PHONY: setup run test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q "$(TORCH)"
-	$(VENV)/bin/python -m pip install -q -e ".[test]"
+	$(VENV)/bin/python -m pip install -q -e ".[test,plot]"
 	touch $@
 
 setup: $(VENV)/.installed
+
+# --resume: running it again continues (or, when finished, just reports) the same run
+run: setup
+	$(VENV)/bin/python train_mlm.py --out runs/mlm-en --resume
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

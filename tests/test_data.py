@@ -1,0 +1,150 @@
+"""Corpora, tokenizer and packing (issue: pretraining; SPEC design card)."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from data import prepare as prep
+from minibert.data import SPECIAL_TOKENS, pack_blocks, tokenize_lines, train_wordpiece
+
+CLS, SEP, PAD = 2, 3, 0
+
+
+def test_packing_by_hand():
+    """Lines of 4, 3, 6 and 2 tokens (ids 10.. in order), seq_len 8, so each block has room for
+    8 - 3 = 5 tokens of text:
+      block 0: window [0, 5) holds the line start 4 -> [CLS] 10 11 12 13 [SEP] 14 [SEP]
+      block 1: window [5, 10) holds the line start 7 -> [CLS] 15 16 [SEP] 17 18 19 [SEP]
+      block 2: window [10, 15) holds the line start 13 -> [CLS] 20 21 22 [SEP] 23 24 [SEP]
+    All 15 tokens are used once, in order; only the last block could hold padding, and here
+    it needs none. Segment ids: 0 up to and including the first [SEP], then 1."""
+    ids = torch.arange(10, 25, dtype=torch.int32)
+    starts = torch.tensor([0, 4, 7, 13])
+    b = pack_blocks(ids, starts, 8, CLS, SEP, PAD)
+    assert b.input_ids.tolist() == [[2, 10, 11, 12, 13, 3, 14, 3],
+                                    [2, 15, 16, 3, 17, 18, 19, 3],
+                                    [2, 20, 21, 22, 3, 23, 24, 3]]
+    assert b.token_type_ids.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 1]]
+    assert b.attention_mask.min() == 1
+
+
+def test_packing_without_boundaries_and_last_partial_block():
+    """One line of 9 tokens, seq_len 8: no boundary inside, so a block is [CLS] + 6 tokens + [SEP];
+    the last block holds the 3 left over, then [SEP] and 3 pads with attention_mask 0."""
+    b = pack_blocks(torch.arange(10, 19, dtype=torch.int32), torch.tensor([0]), 8, CLS, SEP, PAD)
+    assert b.input_ids.tolist() == [[2, 10, 11, 12, 13, 14, 15, 3], [2, 16, 17, 18, 3, 0, 0, 0]]
+    assert b.attention_mask.tolist() == [[1] * 8, [1] * 5 + [0] * 3]
+    assert b.token_type_ids.abs().sum() == 0
+    with pytest.raises(ValueError, match="empty"):
+        pack_blocks(torch.zeros(0, dtype=torch.int32), torch.zeros(0, dtype=torch.long), 8, CLS, SEP, PAD)
+
+
+LINES = ["The cat sat on the mat.", "A dog ran in the park!", "苹果很好吃", "Cats and dogs are friends."] * 20
+
+
+def test_wordpiece_tokenizer_is_bert_like_and_deterministic():
+    """Specials [PAD] [UNK] [CLS] [SEP] [MASK] are ids 0-4; text is lower-cased; each CJK
+    character is its own token. The trainer numbers tokens in hash-map order, different in every
+    process; train_wordpiece renumbers them in sorted order, so a vocabulary always gets the
+    same ids. (Which tokens win an exact tie of merge counts is up to the trainer: this toy
+    corpus, 20 copies of 4 lines, is all ties; on the real corpora the vocabulary came out the
+    same in every trial, and train_mlm.py caches the tokenizer per corpus.)"""
+    tok = train_wordpiece(LINES, vocab_size=120)
+    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    enc = tok.encode("THE Cat 苹果")
+    assert enc.tokens == ["[CLS]", "the", "cat", "苹", "果", "[SEP]"]
+    assert tok.encode("a cat", "the mat").type_ids == [0, 0, 0, 0, 1, 1, 1]
+    learned = sorted(tok.get_vocab(), key=tok.get_vocab().get)[5:]
+    assert learned == sorted(learned)
+    ids, starts = tokenize_lines(tok, ["the cat", "", "sat"])
+    assert ids.tolist() == [tok.token_to_id("the"), tok.token_to_id("cat"), tok.token_to_id("sat")]
+    assert starts.tolist() == [0, 2]
+
+
+def test_wiki_markup_is_stripped():
+    xml = ("<page><text xml:space=\"preserve\">{{Infobox|name=x}}'''Anarchism''' is a [[political philosophy]] "
+           "that [[advocacy|advocates]] self-governed societies&lt;ref&gt;cite&lt;/ref&gt; based on voluntary "
+           "institutions and more words here.\n[[File:A.jpg|thumb|A [[caption]] link]]\n== History ==\n"
+           "Short line.\n* a list item that has quite a few words in it\n"
+           "It was 15&amp;nbsp;°C on that day, said the [http://x.org report] of eight words.</text></page>"
+           "<page><text>#REDIRECT [[Elsewhere]]</text></page>")
+    assert prep.wiki_paragraphs(xml) == [
+        "Anarchism is a political philosophy that advocates self-governed societies based on voluntary "
+        "institutions and more words here.",
+        "It was 15\u00a0°C on that day, said the report of eight words.".replace("\u00a0", " ")]
+
+
+def test_peoples_daily_tags_are_stripped():
+    raw = "迈向/v  充满/v  希望/n  的/u  新/a  世纪/n\n[中央/n  电台/n]nt  报道/v\n\n".encode()
+    assert prep.peoples_daily_lines(raw) == ["迈向充满希望的新世纪", "中央电台报道"]
+
+
+def test_labelled_sets_are_deduplicated_and_conflicts_dropped():
+    rows = prep.labelled_from([("good", 1), ("good", 1), ("bad", 0), ("meh", 1), ("meh", 0)])
+    assert sorted(rows) == [("bad", 0), ("good", 1)]
+
+
+def test_splits_are_fixed_by_the_text_alone():
+    lines = [f"line number {i}" for i in range(2000)]
+    a, b = prep.split_pretrain(lines, "s"), prep.split_pretrain(list(reversed(lines)), "s")
+    assert set(a["valid"]) == set(b["valid"]) and 30 <= len(a["valid"]) <= 90  # 3% of 2000 = 60 +- 4 sd
+
+
+def test_own_text_files_and_clear_errors(tmp_path):
+    f = tmp_path / "mine.txt"
+    f.write_text("".join(f"document {i} has some words\n" for i in range(300)) + "\n\n")
+    out = prep.prepare("mine", [str(f)], root=str(tmp_path / "cache"))
+    manifest = json.loads(open(os.path.join(out, "manifest.json")).read())
+    assert sum(v["lines"] for v in manifest["files"].values()) == 300
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n")
+    with pytest.raises(prep.DataError, match="no text in"):
+        prep.prepare("empty", [str(empty)], root=str(tmp_path / "cache"))
+    assert not os.path.exists(tmp_path / "cache" / "empty")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe not utf-8 \xff")
+    with pytest.raises(prep.DataError, match="cannot read"):
+        prep.prepare("bad", [str(bad)], root=str(tmp_path / "cache"))
+
+
+def test_bad_checksum_is_a_one_line_error(tmp_path, monkeypatch):
+    archive = tmp_path / "x.whl"
+    import zipfile
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("a.txt", "tampered")
+    with pytest.raises(prep.DataError, match="checksum mismatch for a.txt.*delete .* and run again"):
+        prep._members(str(archive), None, {"a.txt": "0" * 64})
+
+
+def test_missing_network_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(prep, "CACHE", str(tmp_path))
+
+    class Failed:
+        returncode = 1
+
+    monkeypatch.setattr(prep.subprocess, "run", lambda *a, **k: Failed())
+    with pytest.raises(prep.DataError, match="could not download vaderSentiment==3.3.2 .*check the network"):
+        prep._download("vaderSentiment==3.3.2", "sdist")
+
+
+@pytest.mark.slow
+def test_real_english_corpus():
+    """The default corpus, fetched from PyPI (cached in data/cache): movie reviews binarised by
+    sign (zeros dropped, duplicates merged) into 8,472 / 1,068 / 1,026 sentences, and none of
+    the validation or test sentences is in the pretraining text."""
+    folder = prep.prepare("en")
+    manifest = json.loads(open(os.path.join(folder, "manifest.json")).read())
+    counts = {k: v["lines"] for k, v in manifest["files"].items()}
+    assert counts["labelled/train.tsv"] == 8472 and counts["labelled/valid.tsv"] == 1068
+    assert counts["labelled/test.tsv"] == 1026
+    assert counts["pretrain/train.txt"] > 25_000 and counts["pretrain/valid.txt"] > 700
+    pretrain = set()
+    for split in ("train", "valid"):
+        pretrain |= set(open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8").read().splitlines())
+    for split in ("valid", "test"):
+        rows = open(os.path.join(folder, "labelled", f"{split}.tsv"), encoding="utf-8").read().splitlines()
+        texts = [r.rsplit("\t", 1)[0] for r in rows]
+        assert {r.rsplit("\t", 1)[1] for r in rows} == {"0", "1"}
+        assert not pretrain & set(texts)

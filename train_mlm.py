@@ -1,0 +1,510 @@
+"""Pretrain a small BERT with masked language modelling, on a laptop GPU or a CPU.
+
+    python train_mlm.py                                  # bert-mini on the English corpus, ~10 min on 2 CPU cores
+    python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
+    python train_mlm.py --corpus my_text.txt             # your own text, one document per line
+    python train_mlm.py --resume                         # continue the run in --out
+    torchrun --nproc_per_node=2 train_mlm.py ...         # DistributedDataParallel (gloo on CPU, NCCL on GPU)
+
+Every step draws a global batch of packed blocks, masks it with minibert's `mask_batch`
+(15% of ordinary tokens; 80/10/10) from a seeded generator, and minimises the MLM loss
+averaged over all masked tokens of the global batch, whatever the number of processes and
+accumulation steps. Checkpoints are HF-layout folders (config.json, model.safetensors,
+tokenizer.json) plus training_state.pt; each is written to a temporary folder and renamed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import replace
+
+import torch
+import torch.distributed as dist
+
+from data.prepare import DataError, prepare
+from minibert import BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
+from minibert.data import Blocks, pack_blocks, tokenize_lines, train_wordpiece
+
+VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = p.add_argument_group("data")
+    a.add_argument("--corpus", nargs="+", default=["en"], metavar="en|zh|FILE",
+                   help="en (default: VADER sentences + Wikipedia sample), zh (People's Daily), "
+                        "or UTF-8 text files with one document per line")
+    a.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
+    a.add_argument("--vocab-size", type=int, default=8192, help="WordPiece vocabulary size (default: 8192)")
+    a.add_argument("--seq-len", type=int, default=128, help="tokens per packed block (default: 128)")
+    m = p.add_argument_group("model")
+    m.add_argument("--preset", default="bert-mini",
+                   help="bert-tiny | bert-mini | bert-small | bert-medium | bert-base (default: bert-mini)")
+    m.add_argument("--layers", type=int, help="override the preset's number of layers")
+    m.add_argument("--hidden", type=int, help="override the preset's hidden size (intermediate = 4x unless given)")
+    m.add_argument("--heads", type=int, help="override the preset's number of attention heads")
+    m.add_argument("--intermediate", type=int, help="override the feed-forward width")
+    m.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (default: 0.1)")
+    m.add_argument("--sdpa", action=argparse.BooleanOptionalAction, default=True,
+                   help="use F.scaled_dot_product_attention (same numbers as the written-out math; default: on)")
+    o = p.add_argument_group("optimisation")
+    o.add_argument("--max-steps", type=int, default=1400, help="optimizer steps (default: 1400)")
+    o.add_argument("--batch-size", type=int, default=16, help="blocks per process per micro-step (default: 16)")
+    o.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (default: 1)")
+    o.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (default: 5e-4)")
+    o.add_argument("--warmup", type=float, default=0.06, help="warm-up, fraction of --max-steps (default: 0.06)")
+    o.add_argument("--schedule", choices=["linear", "cosine"], default="linear",
+                   help="decay after warm-up, to 0 at --max-steps (default: linear)")
+    o.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay on matrices only (default: 0.01)")
+    o.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping, 0 = off (default: 1.0)")
+    o.add_argument("--mask-prob", type=float, default=0.15, help="share of ordinary tokens selected (default: 0.15)")
+    r = p.add_argument_group("run")
+    r.add_argument("--out", default="runs/mlm-en", help="output folder (default: runs/mlm-en)")
+    r.add_argument("--seed", type=int, default=0, help="seed of init, data order, masking, dropout (default: 0)")
+    r.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
+                   help="auto picks cuda, then mps, then cpu (default: auto)")
+    r.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                   help="autocast dtype; auto = bf16 on a GPU that has it, else fp32 (default: auto)")
+    r.add_argument("--compile", action="store_true", help="torch.compile the model")
+    r.add_argument("--eval-every", type=int, default=200, help="validate every N steps (default: 200)")
+    r.add_argument("--log-every", type=int, default=10, help="append training metrics every N steps (default: 10)")
+    r.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps (default: 200)")
+    r.add_argument("--keep", type=int, default=2, help="checkpoints kept (default: 2)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p.parse_args(argv)
+
+
+# ---- set-up ---------------------------------------------------------------------------------
+
+
+def die(msg: str):
+    sys.exit(f"error: {msg}")
+
+
+def model_config(args, vocab_size: int) -> BertConfig:
+    try:
+        config = BertConfig.from_preset(args.preset, vocab_size=vocab_size, use_sdpa=args.sdpa,
+                                        hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
+        sizes = {k: v for k, v in (("num_hidden_layers", args.layers), ("hidden_size", args.hidden),
+                                   ("num_attention_heads", args.heads), ("intermediate_size", args.intermediate))
+                 if v is not None}
+        if args.hidden is not None and args.intermediate is None:
+            sizes["intermediate_size"] = 4 * args.hidden
+        config = replace(config, **sizes)
+    except ValueError as e:
+        die(str(e))
+    if args.seq_len > config.max_position_embeddings:
+        die(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})")
+    return config
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        die("--device cuda, but torch sees no CUDA GPU")
+    if name == "mps" and not torch.backends.mps.is_available():
+        die("--device mps, but this torch has no MPS backend")
+    return torch.device(name)
+
+
+def autocast_dtype(name: str, device: torch.device):
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+    if name != "fp32" and device.type == "cpu":
+        die(f"--dtype {name} autocast is for GPUs here; use fp32 on the CPU")
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def corpus_name(corpus: list[str]) -> tuple[str, list[str] | None]:
+    if corpus in (["en"], ["zh"]):
+        return corpus[0], None
+    for path in corpus:
+        if not os.path.isfile(path):
+            die(f"--corpus {path}: no such file (use en, zh, or text files)")
+    digest = hashlib.sha256()
+    for path in corpus:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return "text-" + digest.hexdigest()[:12], corpus
+
+
+def load_text(folder: str, split: str) -> list[str]:
+    with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def cached_blocks(folder: str, tokenizer, split: str, seq_len: int) -> Blocks:
+    """Tokenise a split once (cached beside the corpus, keyed by the tokenizer), then pack."""
+    key = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:12]
+    path = os.path.join(folder, "tokens", f"{split}-{key}.pt")
+    if os.path.isfile(path):
+        cached = torch.load(path, weights_only=True)
+    else:
+        ids, starts = tokenize_lines(tokenizer, load_text(folder, split))
+        cached = {"ids": ids, "starts": starts}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save(cached, path + ".tmp")
+        os.replace(path + ".tmp", path)
+    ids = cached["ids"]
+    return pack_blocks(ids, cached["starts"], seq_len, tokenizer.token_to_id("[CLS]"),
+                       tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[PAD]"))
+
+
+def tokenizer_for(folder: str, vocab_size: int):
+    path = os.path.join(folder, f"tokenizer-{vocab_size}.json")
+    if not os.path.isfile(path):
+        tok = train_wordpiece(load_text(folder, "train"), vocab_size)
+        tok.save(path + ".tmp")
+        os.replace(path + ".tmp", path)
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(path)
+
+
+# ---- checkpoints ----------------------------------------------------------------------------
+
+
+def latest_checkpoint(out: str) -> str | None:
+    pointer = os.path.join(out, "checkpoints", "latest")
+    if not os.path.isfile(pointer):
+        return None
+    with open(pointer, encoding="utf-8") as f:
+        path = os.path.join(out, "checkpoints", f.read().strip())
+    return path if os.path.isfile(os.path.join(path, "training_state.pt")) else None
+
+
+def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
+    """Write into a temporary folder, rename it into place, then move the `latest` pointer."""
+    root = os.path.join(out, "checkpoints")
+    name = f"step-{step:06d}"
+    final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, tokenizer=tokenizer)
+    torch.save(state, os.path.join(tmp, "training_state.pt"))
+    if os.path.isdir(final):
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    with open(os.path.join(root, "latest.tmp"), "w", encoding="utf-8") as f:
+        f.write(name + "\n")
+    os.replace(os.path.join(root, "latest.tmp"), os.path.join(root, "latest"))
+    steps = sorted(d for d in os.listdir(root) if d.startswith("step-"))
+    for old in steps[:-keep]:
+        shutil.rmtree(os.path.join(root, old))
+    return final
+
+
+def truncate_metrics(path: str, step: int) -> None:
+    """After a resume from `step`, drop log lines of steps that will be run again."""
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        kept = [line for line in f if json.loads(line)["step"] <= step]
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.writelines(kept)
+    os.replace(path + ".tmp", path)
+
+
+# ---- training -------------------------------------------------------------------------------
+
+
+def lr_factor(step: int, max_steps: int, warmup_steps: int, schedule: str) -> float:
+    """Linear warm-up from 0 to 1, then linear or cosine decay to 0 at max_steps."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
+    return max(0.0, 1.0 - progress) if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def configure_optimizer(model, lr: float, weight_decay: float, device: torch.device):
+    """AdamW; weight decay on matrices and embeddings (dim >= 2) only, never biases or LayerNorm."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98), eps=1e-6, foreach=True)
+
+
+def global_batch(blocks: Blocks, step: int, size: int, seed: int) -> torch.Tensor:
+    """Indices of the blocks of optimizer step `step`: a seeded permutation per epoch."""
+    per_epoch = len(blocks) // size
+    epoch, index = divmod(step, per_epoch)
+    perm = torch.randperm(len(blocks), generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+    return perm[index * size:(index + 1) * size]
+
+
+@torch.no_grad()
+def evaluate(model, valid: list[dict], device, amp_dtype, rank: int, world: int) -> dict:
+    """MLM loss, perplexity and masked-token accuracy on the fixed masking of the validation split."""
+    model.eval()
+    totals = torch.zeros(3, dtype=torch.float64)  # loss sum, targets, correct
+    for i, batch in enumerate(valid):
+        if i % world != rank:
+            continue
+        b = {k: v.to(device) for k, v in batch.items()}
+        with autocast(device, amp_dtype):
+            out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"], labels=b["labels"], masked_only=True)
+        targets = b["labels"][b["labels"] != -100]
+        n = targets.numel()
+        totals += torch.tensor([out.loss.item() * n, n, (out.logits.argmax(-1) == targets).sum().item()],
+                               dtype=torch.float64)
+    if world > 1:
+        dist.all_reduce(totals)
+    model.train()
+    loss = totals[0].item() / totals[1].item()
+    return {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0)), "valid_acc": totals[2].item() / totals[1].item()}
+
+
+def autocast(device, dtype):
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def mask_valid(blocks: Blocks, vocab: MaskingVocab, batch_size: int, mask_prob: float) -> list[dict]:
+    """Mask the whole validation split at once, with a fixed seed: the same targets whatever
+    the batch size, the seed or the number of processes, so runs can be compared."""
+    ids, attn = blocks.input_ids, blocks.attention_mask
+    x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, vocab.ordinary_token_ids,
+                               torch.Generator().manual_seed(VALID_MASK_SEED), mask_prob)
+    return [{"input_ids": x[i:i + batch_size], "labels": y[i:i + batch_size],
+             "attention_mask": attn[i:i + batch_size], "token_type_ids": blocks.token_type_ids[i:i + batch_size]}
+            for i in range(0, len(blocks), batch_size)]
+
+
+def unigram_baseline(train: Blocks, valid: list[dict], vocab: MaskingVocab) -> tuple[str, float]:
+    """Accuracy of always predicting the most frequent ordinary training token."""
+    ids = train.input_ids[train.attention_mask.bool()]
+    counts = torch.bincount(ids, minlength=max(vocab.special_ids) + 1)
+    counts[list(vocab.special_ids)] = 0
+    top = int(counts.argmax())
+    targets = torch.cat([b["labels"][b["labels"] != -100] for b in valid])
+    return top, (targets == top).float().mean().item()
+
+
+def write_plot(metrics_path: str, png: str) -> str | None:
+    from plot_metrics import plot_metrics
+
+    try:
+        return plot_metrics(metrics_path, png)
+    except ImportError:  # matplotlib is an optional extra
+        return None
+
+
+def report(s: dict, metrics_path: str) -> None:
+    print(f"checkpoint: {s['checkpoint']}")
+    print(f"validation: loss {s['valid_loss']:.3f}, perplexity {s['valid_ppl']:.1f}, masked-token accuracy "
+          f"{s['valid_acc']:.3f} (unigram baseline, always {s['unigram_token']!r}: {s['unigram_baseline_acc']:.3f})")
+    if s["tokens_per_s"]:
+        print(f"trained {s['steps_this_run']} steps in {s['wall_s'] / 60:.1f} min, {s['tokens_per_s']:,.0f} tokens/s")
+    print(f"loss plot: {s['loss_plot']}" if s["loss_plot"] else
+          f"loss plot: pip install matplotlib, then python plot_metrics.py {metrics_path}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    device = pick_device(args.device)
+    if ddp:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    main_process = rank == 0
+    amp_dtype = autocast_dtype(args.dtype, device)
+    for name in ("max_steps", "batch_size", "grad_accum", "eval_every", "log_every", "save_every", "keep", "vocab_size"):
+        if getattr(args, name) < 1:
+            die(f"--{name.replace('_', '-')} must be at least 1")
+    if not 0 < args.mask_prob <= 1:
+        die("--mask-prob must be in (0, 1]")
+    config = model_config(args, args.vocab_size)  # checks sizes and --seq-len before anything is written
+
+    # data: rank 0 prepares and caches, the others wait and read the cache
+    name, files = corpus_name(args.corpus)
+    root = args.data_root or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cache")
+    if ddp and not main_process:
+        dist.barrier()  # wait until rank 0 has filled the caches
+    try:
+        folder = prepare(name, files, root)
+        tokenizer = tokenizer_for(folder, args.vocab_size)
+        train_blocks = cached_blocks(folder, tokenizer, "train", args.seq_len)
+        valid_blocks = cached_blocks(folder, tokenizer, "valid", args.seq_len)
+    except (DataError, ValueError) as e:
+        die(str(e))
+    if ddp and main_process:
+        dist.barrier()
+    config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
+    vocab = MaskingVocab.from_tokenizer(tokenizer)
+    global_size = args.batch_size * args.grad_accum * world
+    if len(train_blocks) < global_size:
+        die(f"the training split has {len(train_blocks)} blocks of {args.seq_len} tokens, fewer than one global "
+            f"batch ({global_size}); give more text or lower --batch-size")
+
+    # model, optimizer, and (with --resume) the last checkpoint
+    torch.manual_seed(args.seed)
+    model = BertForMaskedLM(config)
+    start, resumed_from = 0, None
+    if args.resume and (ckpt := latest_checkpoint(args.out)):
+        saved_tokenizer = load_tokenizer(ckpt)
+        if saved_tokenizer.to_str() != tokenizer.to_str():
+            die(f"the tokenizer in {ckpt} differs from the one for --corpus {' '.join(args.corpus)} "
+                f"--vocab-size {args.vocab_size}; resume with the same data settings")
+        try:
+            model = BertForMaskedLM.from_pretrained(ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout,
+                                                    attention_probs_dropout_prob=args.dropout)
+        except ValueError as e:
+            die(f"cannot resume from {ckpt}: {e}")
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+        if any(getattr(model.config, k) != getattr(config, k) for k in sizes):
+            die(f"{ckpt} holds a model of other sizes than the one asked for; resume with the same model flags")
+        resumed_from = ckpt
+    elif not args.resume and latest_checkpoint(args.out):
+        die(f"{args.out} already holds a run; pass --resume to continue it, or choose another --out")
+    model.to(device)
+    optimizer = configure_optimizer(model, args.lr, args.weight_decay, device)
+    warmup_steps = max(1, int(args.warmup * args.max_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, args.max_steps, warmup_steps, args.schedule))
+    masker = torch.Generator().manual_seed(args.seed)
+    if resumed_from:
+        state = torch.load(os.path.join(resumed_from, "training_state.pt"), weights_only=True)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        masker.set_state(state["masker_rng"])
+        start = state["step"]
+        if rank == 0:  # the RNG states saved are rank 0's; other ranks reseed (dropout only)
+            torch.set_rng_state(state["torch_rng"])
+            if device.type == "cuda" and state["cuda_rng"] is not None:
+                torch.cuda.set_rng_state(state["cuda_rng"], device)
+        else:
+            torch.manual_seed(args.seed + 1000 * rank + start)
+    elif rank:
+        torch.manual_seed(args.seed + 1000 * rank)  # dropout differs per process
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    ddp_model = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None) if ddp else None
+    train_model = ddp_model or model
+    if args.compile:
+        train_model = torch.compile(train_model)
+
+    valid = mask_valid(valid_blocks, vocab, args.batch_size, args.mask_prob)
+    top_token, baseline_acc = unigram_baseline(train_blocks, valid, vocab)
+    metrics_path = os.path.join(args.out, "metrics.jsonl")
+    if main_process:
+        os.makedirs(args.out, exist_ok=True)
+        if resumed_from:
+            truncate_metrics(metrics_path, start)
+        else:
+            open(metrics_path, "w").close()
+        n_params = sum(p.numel() for p in model.parameters())
+        print(f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, {config.num_attention_heads} "
+              f"heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; {len(train_blocks):,} training "
+              f"blocks of {args.seq_len} tokens; global batch {global_size}; device {device}"
+              + (f" x{world}" if ddp else "") + (f"; resumed at step {start} from {resumed_from}" if resumed_from else ""))
+
+    def log(record):
+        if main_process:
+            with open(metrics_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def checkpoint(step):
+        state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                 "masker_rng": masker.get_state(), "torch_rng": torch.get_rng_state(),
+                 "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                 "args": {k: v for k, v in vars(args).items()}}
+        path = save_checkpoint(args.out, step, model, tokenizer, state, args.keep) if main_process else None
+        if ddp:
+            dist.barrier()
+        return path
+
+    progress = None
+    if main_process and not args.no_progress:
+        from tqdm import tqdm
+        progress = tqdm(total=args.max_steps, initial=start, unit="step", dynamic_ncols=True)
+    model.train()
+    t0, tokens_seen, last = time.time(), 0, None
+    path = resumed_from
+    for step in range(start, args.max_steps):
+        rows = global_batch(train_blocks, step, global_size, args.seed)
+        ids = train_blocks.input_ids[rows]
+        attn = train_blocks.attention_mask[rows]
+        types = train_blocks.token_type_ids[rows]
+        x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id,
+                                   vocab.ordinary_token_ids, masker, args.mask_prob)
+        n_global = int((y != -100).sum())
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        for micro in range(args.grad_accum):
+            lo = (micro * world + rank) * args.batch_size
+            part = slice(lo, lo + args.batch_size)
+            yb = y[part].to(device)
+            n_micro = int((yb != -100).sum())
+            sync = micro == args.grad_accum - 1 or not ddp
+            with (contextlib.nullcontext() if sync else ddp_model.no_sync()), autocast(device, amp_dtype):
+                out = train_model(x[part].to(device), attn[part].to(device), types[part].to(device),
+                                  labels=yb, masked_only=True)
+                # mean over this micro-batch's targets -> share of the mean over the GLOBAL batch's targets;
+                # DDP averages gradients over processes, hence the factor `world`
+                loss = out.loss * (n_micro / n_global) * world
+            scaler.scale(loss).backward()
+            loss_sum += out.loss.detach().double().cpu() * n_micro
+        if ddp:
+            dist.all_reduce(loss_sum)
+        train_loss = loss_sum.item() / n_global
+        if not math.isfinite(train_loss):
+            if progress:
+                progress.close()
+            where = f"the last good checkpoint is {path}" if path else "no checkpoint was written"
+            die(f"the training loss became {train_loss} at step {step + 1}; stopping ({where}). "
+                "Try a lower --lr or --dtype fp32.")
+        lr = optimizer.param_groups[0]["lr"]
+        scaler.unscale_(optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf"))
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+        tokens_seen += int(attn.sum())
+        done = step + 1
+        elapsed = time.time() - t0
+        if done % args.log_every == 0 or done == args.max_steps:
+            log({"step": done, "train_loss": train_loss, "lr": lr,
+                 "grad_norm": float(grad_norm), "tokens_per_s": tokens_seen / elapsed})
+        if done % args.eval_every == 0 or done == args.max_steps:
+            last = evaluate(model, valid, device, amp_dtype, rank, world)
+            log({"step": done, **last})
+        if done % args.save_every == 0 or done == args.max_steps:
+            path = checkpoint(done)
+        if progress:
+            progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_seen / elapsed:,.0f}",
+                                 **({"val_acc": f"{last['valid_acc']:.3f}"} if last else {}))
+            progress.update(1)
+    if progress:
+        progress.close()
+    if last is None:  # nothing left to run: report the checkpoint's numbers
+        last = evaluate(model, valid, device, amp_dtype, rank, world)
+    if main_process:
+        summary_path = os.path.join(args.out, "summary.json")
+        if tokens_seen or not os.path.isfile(summary_path):
+            wall = time.time() - t0
+            summary = {**last, "unigram_baseline_acc": baseline_acc, "unigram_token": tokenizer.id_to_token(top_token),
+                       "checkpoint": path, "steps": args.max_steps, "steps_this_run": args.max_steps - start,
+                       "wall_s": wall, "tokens_per_s": tokens_seen / wall if tokens_seen else None,
+                       "loss_plot": write_plot(metrics_path, os.path.join(args.out, "loss.png"))}
+            with open(summary_path, "w", encoding="utf-8") as f:
+                json.dump(summary, f, indent=2)
+        with open(summary_path, encoding="utf-8") as f:
+            report(json.load(f), metrics_path)
+    if ddp:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
