@@ -174,16 +174,14 @@ def tokenizer_for(folder: str, vocab_size: int):
 
 
 def latest_checkpoint(out: str) -> str | None:
-    pointer = os.path.join(out, "checkpoints", "latest")
-    if not os.path.isfile(pointer):
-        return None
-    with open(pointer, encoding="utf-8") as f:
-        path = os.path.join(out, "checkpoints", f.read().strip())
-    return path if os.path.isfile(os.path.join(path, "training_state.pt")) else None
+    """The newest `step-*` folder: a folder only gets that name once it is complete."""
+    root = os.path.join(out, "checkpoints")
+    steps = sorted(d for d in os.listdir(root) if d.startswith("step-")) if os.path.isdir(root) else []
+    return os.path.join(root, steps[-1]) if steps else None
 
 
 def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
-    """Write into a temporary folder, rename it into place, then move the `latest` pointer."""
+    """Write into a temporary folder and rename it into place; `latest` names it for people."""
     root = os.path.join(out, "checkpoints")
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
@@ -224,7 +222,7 @@ def lr_factor(step: int, max_steps: int, warmup_steps: int, schedule: str) -> fl
     return max(0.0, 1.0 - progress) if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def configure_optimizer(model, lr: float, weight_decay: float, device: torch.device):
+def configure_optimizer(model, lr: float, weight_decay: float):
     """AdamW; weight decay on matrices and embeddings (dim >= 2) only, never biases or LayerNorm."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
@@ -369,7 +367,7 @@ def main(argv=None):
     elif not args.resume and latest_checkpoint(args.out):
         die(f"{args.out} already holds a run; pass --resume to continue it, or choose another --out")
     model.to(device)
-    optimizer = configure_optimizer(model, args.lr, args.weight_decay, device)
+    optimizer = configure_optimizer(model, args.lr, args.weight_decay)
     warmup_steps = max(1, int(args.warmup * args.max_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: lr_factor(s, args.max_steps, warmup_steps, args.schedule))
@@ -426,7 +424,7 @@ def main(argv=None):
         return path
 
     progress = None
-    if main_process and not args.no_progress:
+    if main_process and not args.no_progress and start < args.max_steps:
         from tqdm import tqdm
         progress = tqdm(total=args.max_steps, initial=start, unit="step", dynamic_ncols=True)
     model.train()
