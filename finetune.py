@@ -1,0 +1,392 @@
+"""Fine-tune a BERT for sentence classification from its [CLS] position, then label new text.
+
+    python finetune.py --checkpoint runs/mlm-en                                # full fine-tuning of make run's model
+    python finetune.py --checkpoint data/cache/minilm --freeze-encoder          # head only (S17)
+    python finetune.py --checkpoint data/cache/minilm --lora-rank 8             # LoRA on query/value
+    python finetune.py predict --model runs/cls-en/best < sentences.txt        # label new text
+
+--checkpoint is any minibert or HuggingFace BERT folder (config.json, model.safetensors or
+pytorch_model.bin, tokenizer.json). --data en (movie-review sentiment, the default), zh
+(Chinese reviews), or a folder with train / valid / test files in .tsv, .csv or .jsonl
+(columns text and label). The model trains on the training split; the validation split
+picks the best epoch and stops training early (S19); the test split is read and scored once,
+at the end, with the best checkpoint. --head pooler (default) is HF's
+BertForSequenceClassification and saves a checkpoint `transformers` loads; --head cls is the
+exercise's [CLS] + Linear head (S6), saved in minibert's layout.
+`python finetune.py train --help` lists every flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from data.prepare import DataError, prepare
+from minibert import (BertForClassification, BertForSequenceClassification, BertModel, CheckpointError,
+                      load_tokenizer)
+from minibert.finetune import configure_model, logits_of
+from minibert.lora import add_lora, merge_lora
+from train_mlm import latest_checkpoint
+
+DEFAULT_LR = {"full": 1e-4, "frozen": 1e-3, "lora": 1e-3}
+
+
+class InputError(ValueError):
+    """A dataset or checkpoint problem, reported in one line."""
+
+
+def die(msg: str):
+    sys.exit(f"error: {msg}")
+
+
+# ---- data -----------------------------------------------------------------------------------
+
+
+def read_split(path: str) -> list[tuple[str, str]]:
+    """(text, label) rows of a .tsv (text<TAB>label), .csv or .jsonl file (fields text, label)."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            if path.endswith(".jsonl"):
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        r = json.loads(line)
+                        rows.append((n, str(r["text"]), str(r["label"])))
+            elif path.endswith(".csv"):
+                reader = csv.DictReader(f)
+                rows = [(n, r["text"], str(r["label"])) for n, r in enumerate(reader, 2)]
+            else:
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        text, sep, label = line.rstrip("\n").rpartition("\t")
+                        if not sep:
+                            raise InputError(f"{path}:{n}: expected text<TAB>label")
+                        rows.append((n, text, label))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise InputError(f"cannot read {path}: {type(e).__name__}: {e}") from None
+    for n, text, label in rows:
+        if not text.strip():
+            raise InputError(f"{path}:{n}: empty text")
+        if not label.strip():
+            raise InputError(f"{path}:{n}: empty label")
+    if not rows:
+        raise InputError(f"{path} holds no examples")
+    return [(text, label) for _, text, label in rows]
+
+
+def split_files(data: str) -> dict[str, str]:
+    if data in ("en", "zh"):
+        folder = os.path.join(prepare(data), "labelled")
+    elif os.path.isdir(data):
+        folder = data
+    else:
+        raise InputError(f"--data {data}: use en, zh, or a folder with train/valid/test .tsv/.csv/.jsonl files")
+    files = {}
+    for split in ("train", "valid", "test"):
+        found = [f"{split}{ext}" for ext in (".tsv", ".csv", ".jsonl") if os.path.isfile(os.path.join(folder, split + ext))]
+        if len(found) != 1:
+            raise InputError(f"{folder} needs exactly one {split}.tsv, {split}.csv or {split}.jsonl (found {found})")
+        files[split] = os.path.join(folder, found[0])
+    return files
+
+
+def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: str) -> dict:
+    unknown = sorted({y for _, y in rows if y not in label_ids})
+    if unknown:
+        raise InputError(f"{path}: labels {unknown[:5]} are not in the training split's label set "
+                         f"{sorted(label_ids)}")
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    enc = tokenizer.encode_batch([t for t, _ in rows])
+    return {"ids": [e.ids for e in enc], "labels": torch.tensor([label_ids[y] for _, y in rows])}
+
+
+def batches(data: dict, batch_size: int, pad_id: int, order=None):
+    """Dynamic padding: each batch is padded to its own longest sequence."""
+    order = order if order is not None else torch.arange(len(data["ids"]))
+    for i in range(0, len(order), batch_size):
+        rows = order[i:i + batch_size].tolist()
+        T = max(len(data["ids"][r]) for r in rows)
+        ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), T), dtype=torch.long)
+        for j, r in enumerate(rows):
+            seq = data["ids"][r]
+            ids[j, :len(seq)] = torch.tensor(seq)
+            mask[j, :len(seq)] = 1
+        yield {"input_ids": ids, "attention_mask": mask}, data["labels"][rows]
+
+
+def macro_f1(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> float:
+    scores = []
+    for k in range(num_labels):
+        tp = ((pred == k) & (gold == k)).sum().item()
+        fp = ((pred == k) & (gold != k)).sum().item()
+        fn = ((pred != k) & (gold == k)).sum().item()
+        scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return sum(scores) / num_labels
+
+
+@torch.no_grad()
+def evaluate(model, data, batch_size, pad_id, device, num_labels) -> dict:
+    model.eval()
+    losses, preds = [], []
+    for batch, labels in batches(data, batch_size, pad_id):
+        logits = logits_of(model, {k: v.to(device) for k, v in batch.items()}).float().cpu()
+        losses.append(F.cross_entropy(logits, labels, reduction="sum").item())
+        preds.append(logits.argmax(-1))
+    pred = torch.cat(preds)
+    gold = data["labels"]
+    return {"loss": sum(losses) / len(gold), "acc": (pred == gold).float().mean().item(),
+            "macro_f1": macro_f1(pred, gold, num_labels)}
+
+
+# ---- model ----------------------------------------------------------------------------------
+
+
+def resolve_checkpoint(path: str) -> str:
+    """A checkpoint folder, or a train_mlm.py run folder (then its newest checkpoint)."""
+    if os.path.isfile(os.path.join(path, "config.json")):
+        return path
+    return latest_checkpoint(path) or path
+
+
+def build_model(args, num_labels: int, id2label: dict[int, str]):
+    overrides = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout}
+    try:
+        backbone = BertModel.from_pretrained(args.checkpoint, **overrides)
+    except (CheckpointError, FileNotFoundError, ValueError) as e:
+        raise InputError(f"cannot load --checkpoint {args.checkpoint}: {e}") from None
+    backbone.config.id2label = id2label
+    if args.head == "cls":
+        return BertForClassification(backbone, num_labels)
+    model = BertForSequenceClassification(backbone.config, num_labels)
+    model.bert = backbone
+    return model
+
+
+def export(model, path, tokenizer):
+    """Save a plain copy (LoRA adapters merged) in HF's layout."""
+    plain = merge_lora(copy.deepcopy(model))
+    plain.save_pretrained(path, tokenizer=tokenizer)
+
+
+# ---- commands -------------------------------------------------------------------------------
+
+
+def train(args):
+    torch.manual_seed(args.seed)
+    args.checkpoint = resolve_checkpoint(args.checkpoint)
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        files = split_files(args.data)
+        train_rows, valid_rows = read_split(files["train"]), read_split(files["valid"])
+        tokenizer = load_tokenizer(args.checkpoint)
+    except (InputError, DataError, FileNotFoundError) as e:
+        die(str(e))
+    labels = sorted({y for _, y in train_rows})
+    if len(labels) < 2:
+        die(f"{files['train']} has a single label {labels}; classification needs at least two")
+    label_ids = {y: i for i, y in enumerate(labels)}
+    try:
+        model = build_model(args, len(labels), dict(enumerate(labels)))
+        vocab = tokenizer.get_vocab_size()
+        if vocab > model.bert.config.vocab_size:
+            raise InputError(f"the tokenizer in {args.checkpoint} has {vocab} tokens but the model's vocabulary "
+                             f"has {model.bert.config.vocab_size}: they do not belong together")
+        train_data = encode(tokenizer, train_rows, label_ids, args.max_length, files["train"])
+        valid_data = encode(tokenizer, valid_rows, label_ids, args.max_length, files["valid"])
+    except InputError as e:
+        die(str(e))
+    pad_id = tokenizer.token_to_id("[PAD]") or 0
+    method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
+    lr = args.lr if args.lr is not None else DEFAULT_LR[method]
+    if args.lora_rank:
+        for p in model.parameters():
+            p.requires_grad_(False)
+        wrapped = add_lora(model.bert, args.lora_rank, args.lora_alpha, targets=tuple(args.lora_modules.split(",")))
+        for p in model.classifier.parameters():
+            p.requires_grad_(True)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=args.weight_decay)
+        n_trainable = sum(p.numel() for p in trainable)
+    else:
+        optimizer, n_trainable = configure_model(model, args.freeze_encoder, lr, args.weight_decay)
+    model.to(device)
+    n_total = sum(p.numel() for p in model.parameters())
+    steps_per_epoch = math.ceil(len(train_data["labels"]) / args.batch_size)
+    total_steps = min(args.max_steps or math.inf, steps_per_epoch * args.epochs)
+    warmup = max(1, int(0.1 * total_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+    os.makedirs(args.out, exist_ok=True)
+    metrics_path = os.path.join(args.out, "metrics.jsonl")
+    open(metrics_path, "w").close()
+    print(f"fine-tuning ({method}{f', LoRA rank {args.lora_rank} on {len(wrapped)} modules' if args.lora_rank else ''}, "
+          f"{args.head} head) {args.checkpoint}: {n_trainable:,} of {n_total:,} parameters trainable; "
+          f"{len(train_data['labels']):,} training / {len(valid_data['labels']):,} validation examples, "
+          f"{len(labels)} labels; lr {lr}")
+
+    from tqdm import tqdm
+    best, best_epoch, step, stale = -1.0, 0, 0, 0
+    best_path = os.path.join(args.out, "best")
+    t0 = time.time()
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        order = torch.randperm(len(train_data["labels"]), generator=torch.Generator().manual_seed(args.seed * 1000 + epoch))
+        total_loss, seen = 0.0, 0
+        bar = tqdm(batches(train_data, args.batch_size, pad_id, order), total=min(steps_per_epoch, total_steps - step),
+                   desc=f"epoch {epoch}", disable=args.no_progress, dynamic_ncols=True)
+        for batch, y in bar:
+            if step >= total_steps:
+                break
+            logits = logits_of(model, {k: v.to(device) for k, v in batch.items()})
+            loss = F.cross_entropy(logits, y.to(device))
+            if not torch.isfinite(loss):
+                die(f"the loss became {loss.item()} at step {step + 1}; try a lower --lr")
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            step += 1
+            total_loss += loss.item() * len(y)
+            seen += len(y)
+            bar.set_postfix(loss=f"{total_loss / seen:.4f}")
+        bar.close()
+        v = evaluate(model, valid_data, args.batch_size * 2, pad_id, device, len(labels))
+        record = {"epoch": epoch, "step": step, "train_loss": total_loss / max(1, seen), "valid_loss": v["loss"],
+                  "valid_acc": v["acc"], "valid_macro_f1": v["macro_f1"], "lr": scheduler.get_last_lr()[0],
+                  "trainable_params": n_trainable, "total_params": n_total, "elapsed_s": time.time() - t0}
+        with open(metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        print(f"epoch {epoch}: train loss {record['train_loss']:.4f}, validation loss {v['loss']:.4f}, accuracy "
+              f"{v['acc']:.4f}, macro-F1 {v['macro_f1']:.4f}, lr {record['lr']:.2e}, trainable {n_trainable:,}")
+        if v["acc"] > best:
+            best, best_epoch, stale = v["acc"], epoch, 0
+            export(model, best_path, tokenizer)
+        else:
+            stale += 1
+            if stale >= args.patience:
+                print(f"early stop: no better validation accuracy for {args.patience} epoch(s)")
+                break
+        if step >= total_steps:
+            break
+
+    # the plan is fixed: score the test split once, with the best checkpoint
+    cls = BertForClassification if args.head == "cls" else BertForSequenceClassification
+    final = cls.from_pretrained(best_path).to(device)
+    try:
+        test_data = encode(tokenizer, read_split(files["test"]), label_ids, args.max_length, files["test"])
+    except InputError as e:
+        die(str(e))
+    valid = evaluate(final, valid_data, args.batch_size * 2, pad_id, device, len(labels))
+    test = evaluate(final, test_data, args.batch_size * 2, pad_id, device, len(labels))
+    majority = int(torch.bincount(train_data["labels"]).argmax())
+    summary = {"method": method, "head": args.head, "checkpoint": args.checkpoint, "best_epoch": best_epoch,
+               "valid_acc": valid["acc"], "valid_macro_f1": valid["macro_f1"], "test_acc": test["acc"],
+               "test_macro_f1": test["macro_f1"], "majority_label": labels[majority],
+               "majority_valid_acc": (valid_data["labels"] == majority).float().mean().item(),
+               "majority_test_acc": (test_data["labels"] == majority).float().mean().item(),
+               "trainable_params": n_trainable, "total_params": n_total, "train_s": time.time() - t0,
+               "model": best_path}
+    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2)
+    print(f"best epoch {best_epoch}, saved to {best_path}")
+    print(f"validation accuracy {valid['acc']:.4f} (macro-F1 {valid['macro_f1']:.4f}); test accuracy "
+          f"{test['acc']:.4f} (macro-F1 {test['macro_f1']:.4f}); majority class {labels[majority]!r}: "
+          f"validation {summary['majority_valid_acc']:.4f}, test {summary['majority_test_acc']:.4f}")
+    return summary
+
+
+def predict(args):
+    try:
+        with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
+            arch = (json.load(f).get("architectures") or ["BertForSequenceClassification"])[0]
+        cls = BertForClassification if arch == "BertForClassification" else BertForSequenceClassification
+        model = cls.from_pretrained(args.model).eval()
+        tokenizer = load_tokenizer(args.model)
+    except (CheckpointError, FileNotFoundError, ValueError) as e:
+        die(f"cannot load --model {args.model}: {e}")
+    stream = open(args.file, encoding="utf-8") if args.file else sys.stdin
+    texts = [line.rstrip("\n") for line in stream if line.strip()]
+    if not texts:
+        die("no text to label (one sentence per line, from --file or standard input)")
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(args.max_length)
+    data = {"ids": [e.ids for e in tokenizer.encode_batch(texts)], "labels": torch.zeros(len(texts), dtype=torch.long)}
+    id2label = model.config.id2label
+    i = 0
+    for batch, _ in batches(data, 64, tokenizer.token_to_id("[PAD]") or 0):
+        with torch.no_grad():
+            probs = logits_of(model, batch).softmax(-1)
+        for p in probs:
+            k = int(p.argmax())
+            print(f"{id2label[k]}\t{p[k].item():.4f}\t{texts[i]}")
+            i += 1
+
+
+def parse_args(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in ("train", "predict", "-h", "--help"):
+        argv.insert(0, "train")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="fine-tune (the default command)")
+    t.add_argument("--checkpoint", required=True,
+                   help="a minibert or HuggingFace BERT checkpoint folder, or a train_mlm.py run folder (its newest checkpoint)")
+    t.add_argument("--data", default="en", help="en (default), zh, or a folder with train/valid/test files")
+    t.add_argument("--out", default="runs/cls-en", help="output folder (default: runs/cls-en)")
+    t.add_argument("--head", choices=["pooler", "cls"], default="pooler",
+                   help="pooler: HF's BertForSequenceClassification (default); cls: the exercise's [CLS] + Linear")
+    t.add_argument("--freeze-encoder", action="store_true", help="train the classification head only (S17)")
+    t.add_argument("--lora-rank", type=int, default=0, help="LoRA adapters of this rank (0 = off)")
+    t.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha (default: 2 x rank)")
+    t.add_argument("--lora-modules", default="attention.query,attention.value",
+                   help="comma-separated name endings of the Linear layers that get adapters "
+                        "(default: attention.query,attention.value)")
+    t.add_argument("--epochs", type=int, default=3, help="epochs at most (default: 3)")
+    t.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0 = no limit)")
+    t.add_argument("--patience", type=int, default=1, help="epochs without a better validation accuracy "
+                                                           "before stopping (default: 1)")
+    t.add_argument("--batch-size", type=int, default=32, help="examples per step (default: 32)")
+    t.add_argument("--lr", type=float, default=None,
+                   help=f"peak learning rate (default: {DEFAULT_LR['full']} full, {DEFAULT_LR['frozen']} frozen, "
+                        f"{DEFAULT_LR['lora']} LoRA); linear warm-up over 10%% of the steps, then linear decay")
+    t.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay on matrices (default: 0.01)")
+    t.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (default: 0.1)")
+    t.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the head's init, data order and dropout (default: 0)")
+    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    q = sub.add_parser("predict", help="label sentences with a fine-tuned model")
+    q.add_argument("--model", required=True, help="a folder written by `finetune.py train` (its best/ folder)")
+    q.add_argument("--file", help="one sentence per line (default: standard input)")
+    q.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
+    args = p.parse_args(argv)
+    if args.command == "train":
+        if args.lora_rank and args.freeze_encoder:
+            p.error("--lora-rank and --freeze-encoder are two different methods; pick one")
+        if args.lora_alpha is None:
+            args.lora_alpha = 2.0 * args.lora_rank
+        for name in ("epochs", "batch_size", "patience", "max_length"):
+            if getattr(args, name) < 1:
+                p.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    return train(args) if args.command == "train" else predict(args)
+
+
+if __name__ == "__main__":
+    main()

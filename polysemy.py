@@ -1,0 +1,127 @@
+"""Exercise 3: does BERT give one word different vectors in different senses? (SPEC S28)
+
+    python polysemy.py                                  # MiniLM (English and the seed's Chinese pairs)
+    python polysemy.py --zh-checkpoint runs/mlm-zh      # plus a minibert model pretrained on Chinese
+
+For each pair of sentences the target word's contextual vector (the mean of its word pieces
+in the last hidden state) is compared by cosine similarity, with the exercise's
+`compare_polysemous_embeddings`. The static view, the input word embedding, is the same in
+every context: its similarity is always 1. Prints the table and saves a heat map.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from finetune import resolve_checkpoint
+from minibert import BertModel, load_tokenizer
+from minibert.finetune import compare_polysemous_embeddings, word_vector
+
+# (sentence, target word); pairs below index into these
+ENGLISH = {
+    "bank/river": ("We sat on the bank of the river and watched the boats.", "bank"),
+    "bank/money": ("She went to the bank to deposit her salary.", "bank"),
+    "bank/loan": ("The bank approved my loan yesterday.", "bank"),
+    "apple/fruit": ("I ate an apple for lunch.", "apple"),
+    "apple/fruit2": ("This apple is sweet and juicy.", "apple"),
+    "apple/company": ("Apple released a new phone today.", "apple"),
+    "banana/fruit": ("I ate a banana for lunch.", "banana"),
+}
+ENGLISH_PAIRS = [  # (a, b, same sense?)
+    ("bank/money", "bank/loan", "same"), ("bank/river", "bank/money", "different"),
+    ("bank/river", "bank/loan", "different"), ("apple/fruit", "apple/fruit2", "same"),
+    ("apple/fruit", "apple/company", "different"), ("apple/fruit", "banana/fruit", "other word, same kind"),
+]
+CHINESE = {
+    "苹果很好吃": ("苹果很好吃", "苹果"),
+    "苹果发布了新手机": ("苹果发布了新手机", "苹果"),
+    "红富士苹果很甜": ("红富士苹果很甜", "苹果"),
+    "香蕉很好吃": ("香蕉很好吃", "香蕉"),
+}
+CHINESE_PAIRS = [("苹果很好吃", "红富士苹果很甜", "same"), ("苹果很好吃", "苹果发布了新手机", "different"),
+                 ("苹果很好吃", "香蕉很好吃", "other word, same kind")]
+
+
+def table(model_name, model, tokenizer, sentences, pairs) -> list[dict]:
+    def get_bert_embedding(key):
+        sentence, word = sentences[key]
+        return word_vector(model, tokenizer, sentence, word)
+
+    def get_static_embedding(key):
+        sentence, word = sentences[key]
+        return word_vector(model, tokenizer, sentence, word, static=True)
+
+    keyed = [(a, b) for a, b, _ in pairs]
+    contextual = compare_polysemous_embeddings(keyed, get_bert_embedding)
+    static = compare_polysemous_embeddings(keyed, get_static_embedding)
+    return [{"model": model_name, "a": a, "b": b, "sense": sense, "contextual": c, "static": s}
+            for (a, b, sense), c, s in zip(pairs, contextual, static)]
+
+
+def heat_map(model, tokenizer, sentences: dict, png: str, title: str) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    import torch.nn.functional as F
+    import torch
+
+    keys = list(sentences)
+    vecs = torch.stack([word_vector(model, tokenizer, *sentences[k]) for k in keys])
+    sims = F.cosine_similarity(vecs[:, None, :], vecs[None, :, :], dim=-1)
+    fig, ax = plt.subplots(figsize=(7, 6), dpi=110)
+    im = ax.imshow(sims.tolist(), cmap="viridis", vmin=float(sims.min()), vmax=1.0)
+    ax.set_xticks(range(len(keys)), keys, rotation=45, ha="right")
+    ax.set_yticks(range(len(keys)), keys)
+    for i in range(len(keys)):
+        for j in range(len(keys)):
+            ax.text(j, i, f"{sims[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+    return png
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minilm", default=None, help="the MiniLM folder (default: fetched into data/cache/minilm)")
+    p.add_argument("--zh-checkpoint", default="runs/mlm-zh",
+                   help="a minibert checkpoint (or train_mlm.py run folder) pretrained with --corpus zh "
+                        "(default: runs/mlm-zh; skipped with a note if missing)")
+    p.add_argument("--out", default="runs/polysemy", help="where the heat map goes (default: runs/polysemy)")
+    args = p.parse_args(argv)
+    if args.minilm is None:
+        from data.prepare import DataError, fetch_minilm
+        try:
+            args.minilm = fetch_minilm()
+        except DataError as e:
+            sys.exit(f"error: {e}")
+    os.makedirs(args.out, exist_ok=True)
+    minilm, minilm_tok = BertModel.from_pretrained(args.minilm), load_tokenizer(args.minilm)
+    rows = table("MiniLM", minilm, minilm_tok, ENGLISH, ENGLISH_PAIRS)
+    rows += table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)
+    zh = resolve_checkpoint(args.zh_checkpoint)
+    if os.path.isfile(os.path.join(zh, "config.json")):
+        zh_model, zh_tok = BertModel.from_pretrained(zh), load_tokenizer(zh)
+        rows += table(f"minibert-zh ({os.path.basename(zh)})", zh_model, zh_tok, CHINESE, CHINESE_PAIRS)
+    else:
+        print(f"(no Chinese minibert checkpoint at {args.zh_checkpoint}: run "
+              f"`python train_mlm.py --corpus zh --out runs/mlm-zh` to add it)\n")
+    print(f"{'model':24s} {'target in sentence A':24s} {'target in sentence B':24s} {'senses':22s} "
+          f"{'contextual':>10s} {'static':>7s}")
+    for r in rows:
+        print(f"{r['model']:24s} {r['a']:24s} {r['b']:24s} {r['sense']:22s} {r['contextual']:10.3f} {r['static']:7.3f}")
+    png = heat_map(minilm, minilm_tok, ENGLISH, os.path.join(args.out, "heatmap-minilm-en.png"),
+                   "MiniLM: cosine similarity of the target word's contextual vectors")
+    print(f"\nheat map: {png}" if png else "\nheat map: pip install matplotlib to draw it")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Fine-tuning (S17-S20), LoRA, predict_batch, polysemy helpers (S28), finetune.py end to end."""
+
+import json
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+import transformers
+
+import finetune
+from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel
+from minibert.data import train_wordpiece
+from minibert.finetune import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
+from minibert.lora import LoRALinear, add_lora, merge_lora
+
+from conftest import assert_close, perturb_, tiny_config
+
+POSITIVE = ["good", "great", "fine", "lovely", "superb"]
+NEGATIVE = ["bad", "awful", "poor", "dull", "boring"]
+FILLER = ["the", "film", "was", "really", "a", "story", "plot", "and", "acting", "very"]
+
+
+def sentence(rng, label):
+    words = rng.sample(FILLER, 4) + [rng.choice(POSITIVE if label else NEGATIVE)]
+    rng.shuffle(words)
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A labelled set whose label is the sentiment word in each sentence (train 400, valid and
+    test 100 each, balanced), and a tiny random BERT checkpoint (MLM layout, no pooler) with a
+    WordPiece tokenizer trained on the training text."""
+    root = tmp_path_factory.mktemp("ft")
+    rng = random.Random(0)
+    for split, n in (("train", 400), ("valid", 100), ("test", 100)):
+        rows = [(sentence(rng, i % 2), "pos" if i % 2 else "neg") for i in range(n)]
+        (root / "data").mkdir(exist_ok=True)
+        (root / "data" / f"{split}.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in rows))
+    texts = (root / "data" / "train.tsv").read_text().splitlines()
+    tok = train_wordpiece([t.split("\t")[0] for t in texts], vocab_size=80)
+    torch.manual_seed(0)
+    BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(root / "ckpt", tokenizer=tok)
+    return root
+
+
+def run(setup, out, *extra):
+    return finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(setup / "data"), "--out", str(out),
+                          "--lr", "2e-3", "--epochs", "4", "--patience", "4", "--batch-size", "16",
+                          "--no-progress", *extra])
+
+
+def test_full_fine_tuning_beats_chance_and_the_model_loads_in_transformers(setup, tmp_path):
+    """Balanced classes (chance 0.5): the tiny model learns which word carries the label, test
+    accuracy > 0.9. The best checkpoint (pooler head) loads in transformers as
+    BertForSequenceClassification with the same logits and label names."""
+    summary = run(setup, tmp_path / "full")
+    assert summary["test_acc"] > 0.9 and summary["majority_test_acc"] == 0.5, summary
+    ours = BertForSequenceClassification.from_pretrained(summary["model"]).eval()
+    hf = transformers.BertForSequenceClassification.from_pretrained(summary["model"]).eval()
+    ids = torch.tensor([[2, 10, 11, 12, 3]])
+    with torch.no_grad():
+        assert_close(hf(input_ids=ids).logits, ours(ids).logits, atol=1e-5, what="logits")
+    assert hf.config.id2label == {0: "neg", 1: "pos"}
+
+
+def test_early_stopping_keeps_the_best_epoch_and_the_test_split_is_read_once(setup, tmp_path, monkeypatch):
+    """S19: the checkpoint scored at the end is the best validation epoch (its validation accuracy
+    equals the best logged one), and the test file is read exactly once, after training."""
+    reads = []
+    original = finetune.read_split
+    monkeypatch.setattr(finetune, "read_split", lambda path: reads.append(path) or original(path))
+    summary = run(setup, tmp_path / "es", "--epochs", "5", "--patience", "1")
+    logged = [json.loads(line) for line in open(tmp_path / "es" / "metrics.jsonl")]
+    assert summary["valid_acc"] == pytest.approx(max(r["valid_acc"] for r in logged), abs=1e-9)
+    assert summary["best_epoch"] == max(logged, key=lambda r: r["valid_acc"])["epoch"]
+    assert [p.endswith("test.tsv") for p in reads] == [False, False, True]
+    for r in logged:  # S20: per-epoch loss, validation metrics, learning rate, trainable parameters
+        assert {"train_loss", "valid_acc", "valid_macro_f1", "lr", "trainable_params"} <= r.keys()
+
+
+def test_s17_frozen_encoder_trains_the_head_only(setup, tmp_path):
+    """S17: requires_grad is set on the encoder first, then AdamW sees only the head
+    (2 labels x 32 + 2 = 66 parameters); after a backward pass no encoder parameter has a
+    gradient; after fine-tuning every encoder tensor equals the checkpoint's."""
+    model = BertForSequenceClassification(tiny_config(), num_labels=2)
+    optimizer, n = configure_model(model, freeze_encoder=True)
+    assert n == 66 and sum(p.numel() for g in optimizer.param_groups for p in g["params"]) == 66
+    ids = torch.randint(5, 99, (4, 8))
+    F.cross_entropy(model(ids).logits, torch.tensor([0, 1, 0, 1])).backward()
+    assert all(p.grad is None for p in model.bert.parameters())
+    assert all(p.grad is not None for p in model.classifier.parameters())
+
+    summary = run(setup, tmp_path / "frozen", "--freeze-encoder", "--epochs", "1")
+    assert summary["trainable_params"] == 66
+    before = BertModel.from_pretrained(setup / "ckpt").state_dict()
+    after = BertForSequenceClassification.from_pretrained(summary["model"]).bert.state_dict()
+    for k, v in before.items():
+        if not k.startswith("pooler"):  # the MLM checkpoint has no pooler: it is new, and frozen
+            assert torch.equal(after[k], v), k
+
+
+def test_lora_trains_only_adapters_and_merging_keeps_the_logits(batch):
+    """LoRA on the query and value projections of both layers: only A, B (and the classifier)
+    train; B starts at 0 so the wrapped model first equals the original; after B is changed,
+    merging W + (alpha/r) B A gives the same logits as the unmerged adapters (atol 1e-5)."""
+    ids, mask, types = batch
+    model = perturb_(BertForSequenceClassification(tiny_config(), 2)).eval()
+    with torch.no_grad():
+        reference = model(ids, mask, types).logits
+    for p in model.parameters():
+        p.requires_grad_(False)
+    names = add_lora(model.bert, rank=4, alpha=8)
+    assert names == [f"layers.{i}.attention.{m}" for i in range(2) for m in ("query", "value")]
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable == {f"bert.layers.{i}.attention.{m}.lora_{ab}" for i in range(2)
+                         for m in ("query", "value") for ab in "AB"}
+    with torch.no_grad():
+        assert_close(model(ids, mask, types).logits, reference, atol=1e-6, what="B = 0")
+        for m in model.modules():
+            if isinstance(m, LoRALinear):
+                m.lora_B.normal_(0, 0.1)
+        unmerged = model(ids, mask, types).logits
+    assert (unmerged - reference).abs().max() > 1e-3
+    merged = merge_lora(model)
+    assert not any(isinstance(m, LoRALinear) for m in merged.modules())
+    with torch.no_grad():
+        assert_close(merged(ids, mask, types).logits, unmerged, atol=1e-5, what="merged")
+    assert set(merged.state_dict()) == set(BertForSequenceClassification(tiny_config(), 2).state_dict())
+
+
+def test_lora_fine_tuning_end_to_end(setup, tmp_path):
+    """finetune.py --lora-rank 4: 2 layers x 2 modules x (4x32 + 32x4) = 1,024 adapter parameters
+    plus the 66 of the classifier train. The exported (merged) checkpoint differs from the
+    starting one in the query and value weights only; every other encoder tensor is unchanged."""
+    summary = run(setup, tmp_path / "lora", "--lora-rank", "4", "--epochs", "1")
+    assert summary["trainable_params"] == 1024 + 66
+    before = BertModel.from_pretrained(setup / "ckpt").state_dict()
+    after = BertForSequenceClassification.from_pretrained(summary["model"]).bert.state_dict()
+    changed = {k for k, v in before.items() if not k.startswith("pooler") and not torch.equal(after[k], v)}
+    assert changed == {f"layers.{i}.attention.{m}.weight" for i in range(2) for m in ("query", "value")}
+
+
+def test_s18_predict_batch_is_eval_no_grad_argmax():
+    model = perturb_(BertForSequenceClassification(tiny_config(), 3))
+    model.train()
+    batch = {"input_ids": torch.randint(5, 99, (5, 7)), "attention_mask": torch.ones(5, 7, dtype=torch.long)}
+    pred = predict_batch(model, batch)
+    assert not model.training and pred.shape == (5,) and not pred.requires_grad
+    with torch.no_grad():
+        assert torch.equal(pred, model(batch["input_ids"], batch["attention_mask"]).logits.argmax(-1))
+
+
+def test_predict_command_labels_sentences(setup, tmp_path, capsys):
+    summary = run(setup, tmp_path / "p", "--epochs", "3")
+    (tmp_path / "in.txt").write_text("the film was superb\nthe plot was awful\n")
+    capsys.readouterr()
+    finetune.main(["predict", "--model", summary["model"], "--file", str(tmp_path / "in.txt")])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["pos", "neg"]
+    assert all(0.5 <= float(line.split("\t")[1]) <= 1 for line in lines)
+
+
+def test_exercise_head_fine_tunes_too(setup, tmp_path):
+    summary = run(setup, tmp_path / "cls", "--head", "cls", "--epochs", "3")
+    assert summary["test_acc"] > 0.8
+    config = json.loads(open(tmp_path / "cls" / "best" / "config.json").read())
+    assert config["architectures"] == ["BertForClassification"]
+
+
+def test_bad_input_is_a_clear_error(setup, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "train.tsv").write_text("good film\tpos\nbad film\tneg\n")
+    (bad / "test.tsv").write_text("fine film\tpos\n")
+    (bad / "valid.tsv").write_text("dull film\tmaybe\n")
+    with pytest.raises(SystemExit, match=r"valid.tsv: labels \['maybe'\] are not in the training split's label set"):
+        run(setup, tmp_path / "o", "--data", str(bad))
+    (bad / "valid.tsv").write_text("dull film\tneg\n\tpos\n")
+    with pytest.raises(SystemExit, match="valid.tsv:2: empty text"):
+        run(setup, tmp_path / "o", "--data", str(bad))
+    other = tmp_path / "other"
+    BertForMaskedLM(tiny_config(vocab_size=50)).save_pretrained(
+        other, tokenizer=train_wordpiece(["some other words entirely"] * 5 + FILLER * 9, vocab_size=200))
+    with pytest.raises(SystemExit, match="has .* tokens but the model's vocabulary has 50"):
+        finetune.main(["--checkpoint", str(other), "--data", str(setup / "data"), "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match="use en, zh, or a folder"):
+        run(setup, tmp_path / "o", "--data", str(tmp_path / "nowhere"))
+
+
+def test_s28_compare_polysemous_embeddings_is_the_cosine_per_pair():
+    """S28: cos((1,0), (1,0)) = 1, cos((1,0), (0,1)) = 0, cos((1,1), (1,0)) = 1/sqrt 2 = 0.7071068."""
+    vectors = {"a": torch.tensor([1.0, 0.0]), "b": torch.tensor([0.0, 1.0]), "c": torch.tensor([1.0, 1.0])}
+    sims = compare_polysemous_embeddings([("a", "a"), ("a", "b"), ("c", "a")], vectors.__getitem__)
+    assert sims == pytest.approx([1.0, 0.0, 0.7071068], abs=1e-6)
+
+
+def test_word_vector_is_contextual_and_the_static_embedding_is_not(setup):
+    """The same word in two contexts: its input (static) embedding is identical, its last hidden
+    state is not; a word split into several pieces is the mean of the pieces' vectors."""
+    from minibert import load_tokenizer
+
+    tok = load_tokenizer(setup / "ckpt")
+    model = perturb_(BertModel.from_pretrained(setup / "ckpt"))
+    s1, s2 = "the film was good", "the plot was good and boring"
+    assert torch.equal(word_vector(model, tok, s1, "good", static=True), word_vector(model, tok, s2, "good", static=True))
+    assert not torch.allclose(word_vector(model, tok, s1, "good"), word_vector(model, tok, s2, "good"))
+    enc = tok.encode("superbly")
+    assert len(enc.tokens) > 3  # [CLS] super ##bly... [SEP]: several pieces
+    table = model.embeddings.word_embeddings.weight
+    assert_close(word_vector(model, tok, "superbly", "superbly", static=True), table[enc.ids[1:-1]].mean(0),
+                 atol=1e-7, what="mean of pieces")
+    with pytest.raises(ValueError, match="does not occur"):
+        word_vector(model, tok, s1, "river")
