@@ -275,7 +275,7 @@ def train(args):
             export(model, best_path, tokenizer)
         else:
             stale += 1
-            if stale >= args.patience:
+            if stale >= args.patience and epoch < args.epochs:
                 print(f"early stop: no better validation accuracy for {args.patience} epoch(s)")
                 break
         if step >= total_steps:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import unicodedata
 
 from finetune import resolve_checkpoint
 from minibert import BertModel, load_tokenizer
@@ -42,6 +43,12 @@ CHINESE = {
 }
 CHINESE_PAIRS = [("苹果很好吃", "红富士苹果很甜", "same"), ("苹果很好吃", "苹果发布了新手机", "different"),
                  ("苹果很好吃", "香蕉很好吃", "other word, same kind")]
+
+
+def pad(text: str, width: int) -> str:
+    """Left-align in `width` terminal columns (a CJK character takes two)."""
+    used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * max(0, width - used)
 
 
 def table(model_name, model, tokenizer, sentences, pairs) -> list[dict]:
@@ -113,10 +120,11 @@ def main(argv=None):
     else:
         print(f"(no Chinese minibert checkpoint at {args.zh_checkpoint}: run "
               f"`python train_mlm.py --corpus zh --out runs/mlm-zh` to add it)\n")
-    print(f"{'model':24s} {'target in sentence A':24s} {'target in sentence B':24s} {'senses':22s} "
-          f"{'contextual':>10s} {'static':>7s}")
+    print(f"{pad('model', 26)} {pad('target in sentence A', 22)} {pad('target in sentence B', 22)} "
+          f"{pad('senses', 22)} {'contextual':>10s} {'static':>7s}")
     for r in rows:
-        print(f"{r['model']:24s} {r['a']:24s} {r['b']:24s} {r['sense']:22s} {r['contextual']:10.3f} {r['static']:7.3f}")
+        print(f"{pad(r['model'], 26)} {pad(r['a'], 22)} {pad(r['b'], 22)} {pad(r['sense'], 22)} "
+              f"{r['contextual']:10.3f} {r['static']:7.3f}")
     png = heat_map(minilm, minilm_tok, ENGLISH, os.path.join(args.out, "heatmap-minilm-en.png"),
                    "MiniLM: cosine similarity of the target word's contextual vectors")
     print(f"\nheat map: {png}" if png else "\nheat map: pip install matplotlib to draw it")
