@@ -213,3 +213,16 @@ def test_word_vector_is_contextual_and_the_static_embedding_is_not(setup):
                  atol=1e-7, what="mean of pieces")
     with pytest.raises(ValueError, match="does not occur"):
         word_vector(model, tok, s1, "river")
+
+
+def test_csv_and_jsonl_datasets_read_like_tsv(tmp_path):
+    """The same rows as .tsv, .csv (header text,label; quoted commas) and .jsonl."""
+    rows = [("a fine, quiet film", "pos"), ("dull\tand long", "neg")]
+    (tmp_path / "x.csv").write_text('text,label\n"a fine, quiet film",pos\n"dull\tand long",neg\n')
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows))
+    (tmp_path / "x.tsv").write_text("a fine, quiet film\tpos\ndull\tand long\tneg\n")
+    for ext in ("csv", "jsonl", "tsv"):
+        assert finetune.read_split(str(tmp_path / f"x.{ext}")) == rows, ext
+    (tmp_path / "bad.jsonl").write_text('{"text": "no label"}\n')
+    with pytest.raises(finetune.InputError, match="cannot read .*bad.jsonl"):
+        finetune.read_split(str(tmp_path / "bad.jsonl"))
