@@ -94,7 +94,7 @@ def pack_blocks(ids: torch.Tensor, starts: torch.Tensor, seq_len: int,
     input_ids = torch.full((len(rows), seq_len), pad_id, dtype=torch.long)
     token_type_ids = torch.zeros((len(rows), seq_len), dtype=torch.long)
     attention_mask = torch.zeros((len(rows), seq_len), dtype=torch.long)
-    for i, (row, typ) in enumerate(zip(rows, types)):
+    for i, (row, typ) in enumerate(zip(rows, types, strict=True)):
         input_ids[i, :len(row)] = torch.tensor(row)
         token_type_ids[i, :len(typ)] = torch.tensor(typ)
         attention_mask[i, :len(row)] = 1

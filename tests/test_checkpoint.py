@@ -35,7 +35,7 @@ def test_round_trip_every_class(tmp_path, model, batch):
     model.save_pretrained(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
     loaded = type(model).from_pretrained(tmp_path).eval()
-    for (k, a), (k2, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (k, a), (k2, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert k == k2 and torch.equal(a, b), k
     assert torch.equal(_main_output(model(ids, mask)), _main_output(loaded(ids, mask)))
 

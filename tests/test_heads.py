@@ -54,7 +54,7 @@ def test_sparse_mlm_head_equals_dense(batch):
     assert_close(b.loss, a.loss, atol=1e-6, what="loss")
     a.loss.backward()
     b.loss.backward()
-    for (name, p), q in zip(dense.named_parameters(), sparse.parameters()):
+    for (name, p), q in zip(dense.named_parameters(), sparse.parameters(), strict=True):
         assert_close(q.grad, p.grad, atol=1e-6, what=f"grad {name}")
     with pytest.raises(ValueError, match="needs labels"):
         sparse(ids, mask, types, masked_only=True)

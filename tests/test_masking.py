@@ -99,7 +99,7 @@ def test_s24_same_seed_same_masking():
     a = run(ids, attention, special, seed=7)
     b = run(ids, attention, special, seed=7)
     c = run(ids, attention, special, seed=8)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert torch.equal(x, y)
     assert not torch.equal(a[3], c[3])
 

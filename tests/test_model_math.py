@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from minibert import BertForSequenceClassification, BertModel
 from minibert.model import SelfAttention, sum_embeddings
