@@ -68,8 +68,9 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
         raise MaskingError("the batch has no candidate position to mask: every position is "
                            "padding or a special token")
     forbidden = torch.cat([input_ids[special].unique(), torch.tensor([mask_id], device=input_ids.device)])
-    if torch.isin(ordinary, forbidden).any():
-        bad = ordinary[torch.isin(ordinary, forbidden)].unique().tolist()
+    clash = (ordinary[:, None] == forbidden[None, :]).any(dim=1)  # (V',): a handful of ids, so no sort
+    if clash.any():
+        bad = ordinary[clash].unique().tolist()
         raise MaskingError(f"ordinary_token_ids contains special ids {bad}: random replacements "
                            "must never produce a special token")
 

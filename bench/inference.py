@@ -1,0 +1,55 @@
+"""Inference (sequences/s) of the MiniLM configuration, minibert vs transformers, side by side.
+
+    python bench/inference.py
+
+The real MiniLM weights in both implementations (eval mode, no grad, SDPA attention in both),
+batch 32 of real sentences of variable length padded to 128. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import transformers  # noqa: E402
+
+from data.prepare import fetch_minilm  # noqa: E402
+from minibert import BertModel  # noqa: E402
+from pretrain_step import real_batches  # noqa: E402
+
+
+def main(steps: int = 12, warmup: int = 3):
+    minilm = fetch_minilm()
+    ours = BertModel.from_pretrained(minilm, use_sdpa=True).eval()
+    hf = transformers.BertModel.from_pretrained(minilm, attn_implementation="sdpa").eval()
+    batches = [(x, att) for x, att, _ in real_batches(warmup + steps, 32, 128)]
+    results = {}
+    for name, fn in (("minibert", lambda x, a: ours(x, a)),
+                     ("transformers", lambda x, a: hf(input_ids=x, attention_mask=a))):
+        times = []
+        with torch.no_grad():
+            for i, (x, att) in enumerate(batches):
+                t = time.perf_counter()
+                fn(x, att)
+                if i >= warmup:
+                    times.append(time.perf_counter() - t)
+        results[name] = 32 / statistics.median(times)
+    ratio = results["minibert"] / results["transformers"]
+    print(f"inference, MiniLM (6/384/12), batch 32 x 128 padded, real sentences; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads")
+    for name, sps in results.items():
+        print(f"  {name:13s} {sps:8.1f} sequences/s")
+    print(f"  ratio minibert / transformers: {ratio:.2f}x")
+    print(json.dumps({"bench": "inference", **{f"{k}_sequences_per_s": v for k, v in results.items()},
+                      "ratio": ratio, "torch": torch.__version__, "threads": torch.get_num_threads()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The MLM masker: minibert's mask_batch vs transformers' DataCollatorForLanguageModeling vs the
+exercise's per-element loop, on the same padded batches of real text (tokens/s, medians).
+
+    python bench/masker.py
+
+The collator is given the special-tokens mask (as when the tokenizer returns it), so neither
+side re-derives it. The exercise's loop, `random_mask_tokens` as the seed writes it, indexes the
+tensors element by element; it is timed on fewer batches because it is slow. A benchmark,
+not a test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import transformers  # noqa: E402
+
+from data.prepare import fetch_minilm  # noqa: E402
+from minibert import MaskingVocab, load_tokenizer, mask_batch  # noqa: E402
+from pretrain_step import real_batches  # noqa: E402
+
+
+def exercise_loop(input_ids, vocab_size, mask_token_id, special_tokens=None, mask_prob=0.15):
+    """The seed's exercise.py random_mask_tokens, verbatim in logic: one Python step per element."""
+    labels = torch.full_like(input_ids, -100)
+    masked_input_ids = input_ids.clone()
+    prob_matrix = torch.rand(input_ids.shape)
+    mask_positions = prob_matrix < mask_prob
+    for sp in special_tokens:
+        mask_positions = mask_positions & (input_ids != sp)
+    for i in range(input_ids.size(0)):
+        for j in range(input_ids.size(1)):
+            if mask_positions[i, j]:
+                labels[i, j] = input_ids[i, j]
+                rand_val = torch.rand(1).item()
+                if rand_val < 0.8:
+                    masked_input_ids[i, j] = mask_token_id
+                elif rand_val < 0.9:
+                    masked_input_ids[i, j] = torch.randint(0, vocab_size, (1,)).item()
+    return masked_input_ids, labels
+
+
+def median_tokens_per_s(fn, batches) -> float:
+    times = []
+    for batch in batches:
+        t = time.perf_counter()
+        fn(batch)
+        times.append(time.perf_counter() - t)
+    return batches[0].numel() / statistics.median(times)
+
+
+def main():
+    minilm = fetch_minilm()
+    tok = load_tokenizer(minilm)
+    vocab = MaskingVocab.from_tokenizer(tok)
+    batches = [x for x, _, _ in real_batches(30, 16, 128)]
+    special = [vocab.special_mask(b) for b in batches]
+    ordinary = torch.tensor(vocab.ordinary_token_ids)
+    g = torch.Generator().manual_seed(0)
+    collator = transformers.DataCollatorForLanguageModeling(
+        transformers.PreTrainedTokenizerFast(tokenizer_file=os.path.join(minilm, "tokenizer.json"),
+                                             mask_token="[MASK]", pad_token="[PAD]"), mlm_probability=0.15)
+    masks = {id(b): s for b, s in zip(batches, special, strict=True)}
+    results = {
+        "minibert mask_batch": median_tokens_per_s(
+            lambda b: mask_batch(b, (b != 0).long(), masks[id(b)], vocab.mask_id, ordinary, g), batches),
+        "transformers collator": median_tokens_per_s(
+            lambda b: collator.torch_mask_tokens(b.clone(), special_tokens_mask=masks[id(b)]), batches),
+        "exercise loop": median_tokens_per_s(
+            lambda b: exercise_loop(b, 30522, vocab.mask_id, list(vocab.special_ids)), batches[:5]),
+    }
+    print(f"masking a 16 x 128 batch of real text; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    for name, tps in results.items():
+        print(f"  {name:22s} {tps:14,.0f} tokens/s")
+    fast = results["minibert mask_batch"]
+    print(f"  mask_batch / exercise loop: {fast / results['exercise loop']:,.0f}x; "
+          f"mask_batch / collator: {fast / results['transformers collator']:.2f}x")
+    print(json.dumps({"bench": "masker", **{k.replace(" ", "_"): v for k, v in results.items()},
+                      "torch": torch.__version__, "threads": torch.get_num_threads()}))
+
+
+if __name__ == "__main__":
+    main()
