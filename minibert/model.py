@@ -11,7 +11,8 @@ Deliberate differences, none of which changes a number:
 - the MLM decoder is not a module: the head is handed the word-embedding matrix, so the
   tie cannot come undone and the state dict has no alias to drop;
 - `masked_only=True` projects onto the vocabulary only at the N labelled positions;
-- attention probabilities are returned before attention dropout.
+- attention probabilities are returned before attention dropout;
+- `trim_padding=True` skips the padding columns no row uses; their outputs come back as 0.
 """
 
 from __future__ import annotations
@@ -197,6 +198,13 @@ class BertModel(Pretrained, nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         self._check_inputs(input_ids, attention_mask, token_type_ids)
+        T = input_ids.shape[1]
+        if self.config.trim_padding and not output_attentions:
+            # Columns that are padding in EVERY row change nothing at real positions (S5): drop them.
+            used = attention_mask.bool().any(dim=0).nonzero()
+            T_used = int(used.max()) + 1 if used.numel() else 1
+            input_ids, attention_mask, token_type_ids = (
+                t[:, :T_used] for t in (input_ids, attention_mask, token_type_ids))
         keep = attention_mask.bool()[:, None, None, :]               # (B, 1, 1, T)
         x = self.embeddings(input_ids, token_type_ids)                # (B, T, C)
         attentions = []
@@ -204,6 +212,8 @@ class BertModel(Pretrained, nn.Module):
             x, probs = layer(x, keep, output_attentions)              # (B, T, C)
             attentions.append(probs)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, C)
+        if x.shape[1] < T:
+            x = F.pad(x, (0, 0, 0, T - x.shape[1]))  # dropped columns come back as zeros
         return BertOutput(x, pooled, tuple(attentions) if output_attentions else None)
 
     def _check_inputs(self, input_ids, attention_mask, token_type_ids) -> None:

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from minibert import BertForSequenceClassification, BertModel
 from minibert.model import SelfAttention, sum_embeddings
@@ -206,3 +207,33 @@ def test_bad_inputs_raise_clear_errors(batch):
         model(ids, mask[:, :5])
     with pytest.raises(ValueError, match=r"\(B, T\) tensor of token ids"):
         model(ids.float())
+
+
+def test_trim_padding_gives_the_same_numbers(batch):
+    """trim_padding=True drops the columns that are padding in every row (here the batch is padded
+    from 10 to 16): hidden states at real positions, the pooled output, classification logits and
+    the sparse MLM loss equal the untrimmed model's (atol 1e-5; only matmul shapes differ), and
+    the dropped columns come back as zeros."""
+    from minibert import BertForMaskedLM
+
+    ids, mask, types = batch
+    pad = lambda t: F.pad(t, (0, 6))  # noqa: E731
+    ids, mask, types = pad(ids), pad(mask), pad(types)
+    for cls, args in ((BertForSequenceClassification, (3,)), (BertForMaskedLM, ())):
+        full = perturb_(cls(tiny_config(), *args)).eval()
+        trimmed = cls(tiny_config(trim_padding=True), *args).eval()
+        trimmed.load_state_dict(full.state_dict())
+        with torch.no_grad():
+            a, b = full.bert(ids, mask, types), trimmed.bert(ids, mask, types)
+            real = mask.bool()
+            assert_close(b.last_hidden_state[real], a.last_hidden_state[real], atol=1e-5, what="real positions")
+            assert b.last_hidden_state[:, 10:].abs().max() == 0
+            if cls is BertForSequenceClassification:
+                assert_close(b.pooler_output, a.pooler_output, atol=1e-5, what="pooled")
+                assert_close(trimmed(ids, mask, types).logits, full(ids, mask, types).logits, atol=1e-5, what="logits")
+            else:
+                labels = torch.full_like(ids, -100)
+                labels[0, 3], labels[2, 7] = 11, 12
+                lt = trimmed(ids, mask, types, labels=labels, masked_only=True).loss
+                lf = full(ids, mask, types, labels=labels, masked_only=True).loss
+                assert_close(lt, lf, atol=1e-5, what="MLM loss")
