@@ -347,8 +347,6 @@ def main(argv=None):
             f"batch ({global_size}); give more text or lower --batch-size")
 
     # model, optimizer, and (with --resume) the last checkpoint
-    torch.manual_seed(args.seed)
-    model = BertForMaskedLM(config)
     start, resumed_from = 0, None
     if args.resume and (ckpt := latest_checkpoint(args.out)):
         saved_tokenizer = load_tokenizer(ckpt)
@@ -366,6 +364,9 @@ def main(argv=None):
         resumed_from = ckpt
     elif not args.resume and latest_checkpoint(args.out):
         die(f"{args.out} already holds a run; pass --resume to continue it, or choose another --out")
+    else:
+        torch.manual_seed(args.seed)
+        model = BertForMaskedLM(config)
     model.to(device)
     optimizer = configure_optimizer(model, args.lr, args.weight_decay)
     warmup_steps = max(1, int(args.warmup * args.max_steps))
@@ -417,7 +418,7 @@ def main(argv=None):
         state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "masker_rng": masker.get_state(), "torch_rng": torch.get_rng_state(),
                  "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                 "args": {k: v for k, v in vars(args).items()}}
+                 "args": dict(vars(args))}
         path = save_checkpoint(args.out, step, model, tokenizer, state, args.keep) if main_process else None
         if ddp:
             dist.barrier()
