@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from data.prepare import DataError, prepare
 from minibert import (BertForClassification, BertForSequenceClassification, BertModel, CheckpointError,
                       load_tokenizer)
-from minibert.finetune import configure_model, logits_of
+from minibert.finetune import adamw_kernel, configure_model, logits_of
 from minibert.lora import add_lora, merge_lora
 from train_mlm import latest_checkpoint
 
@@ -160,7 +160,10 @@ def resolve_checkpoint(path: str) -> str:
 
 
 def build_model(args, num_labels: int, id2label: dict[int, str]):
-    overrides = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout}
+    # The fast paths (SDPA attention, padding removed before the encoder) give the reference
+    # path's numbers at every real position (tests/test_model_math.py), so they are always on.
+    overrides = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout,
+                 "use_sdpa": True, "unpad": True}
     try:
         backbone = BertModel.from_pretrained(args.checkpoint, **overrides)
     except (CheckpointError, FileNotFoundError, ValueError) as e:
@@ -216,10 +219,12 @@ def train(args):
         for p in model.classifier.parameters():
             p.requires_grad_(True)
         trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=args.weight_decay)
+        optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=args.weight_decay,
+                                      **adamw_kernel(args.fused_adamw))
         n_trainable = sum(p.numel() for p in trainable)
     else:
-        optimizer, n_trainable = configure_model(model, args.freeze_encoder, lr, args.weight_decay)
+        optimizer, n_trainable = configure_model(model, args.freeze_encoder, lr, args.weight_decay,
+                                                 args.fused_adamw)
     model.to(device)
     n_total = sum(p.numel() for p in model.parameters())
     steps_per_epoch = math.ceil(len(train_data["labels"]) / args.batch_size)
@@ -362,6 +367,8 @@ def parse_args(argv=None):
                    help=f"peak learning rate (default: {DEFAULT_LR['full']} full, {DEFAULT_LR['frozen']} frozen, "
                         f"{DEFAULT_LR['lora']} LoRA); linear warm-up over 10%% of the steps, then linear decay")
     t.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay on matrices (default: 0.01)")
+    t.add_argument("--fused-adamw", action=argparse.BooleanOptionalAction, default=True,
+                   help="PyTorch's fused AdamW kernel; --no-fused-adamw: the foreach one (default: fused)")
     t.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (default: 0.1)")
     t.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
     t.add_argument("--seed", type=int, default=0, help="seed of the head's init, data order and dropout (default: 0)")

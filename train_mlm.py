@@ -32,6 +32,7 @@ import torch.distributed as dist
 from data.prepare import DataError, prepare
 from minibert import BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.data import Blocks, pack_blocks, tokenize_lines, train_wordpiece
+from minibert.finetune import adamw_kernel
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
 
@@ -64,6 +65,8 @@ def parse_args(argv=None):
     o.add_argument("--schedule", choices=["linear", "cosine"], default="linear",
                    help="decay after warm-up, to 0 at --max-steps (default: linear)")
     o.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay on matrices only (default: 0.01)")
+    o.add_argument("--fused-adamw", action=argparse.BooleanOptionalAction, default=True,
+                   help="PyTorch's fused AdamW kernel; --no-fused-adamw: the foreach one (default: fused)")
     o.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping, 0 = off (default: 1.0)")
     o.add_argument("--mask-prob", type=float, default=0.15, help="share of ordinary tokens selected (default: 0.15)")
     r = p.add_argument_group("run")
@@ -73,7 +76,8 @@ def parse_args(argv=None):
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="auto picks cuda, then mps, then cpu (default: auto)")
     r.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="autocast dtype; auto = bf16 on a GPU that has it, else fp32 (default: auto)")
+                   help="autocast dtype; auto = bf16 on a GPU that has it, else fp32 (default: auto). "
+                        "bf16 also runs on a CPU: worth it where the CPU has bf16 matrix units (AMX)")
     r.add_argument("--compile", action="store_true", help="torch.compile the model")
     r.add_argument("--eval-every", type=int, default=200, help="validate every N steps (default: 200)")
     r.add_argument("--log-every", type=int, default=10, help="append training metrics every N steps (default: 10)")
@@ -120,8 +124,9 @@ def pick_device(name: str) -> torch.device:
 def autocast_dtype(name: str, device: torch.device):
     if name == "auto":
         return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
-    if name != "fp32" and device.type == "cpu":
-        die(f"--dtype {name} autocast is for GPUs here; use fp32 on the CPU")
+    if name == "fp16" and device.type == "cpu":
+        die("--dtype fp16 autocast is for GPUs; on a CPU use bf16 (fast where it has bf16 matrix "
+            "units, e.g. AMX) or fp32")
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
@@ -222,12 +227,13 @@ def lr_factor(step: int, max_steps: int, warmup_steps: int, schedule: str) -> fl
     return max(0.0, 1.0 - progress) if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def configure_optimizer(model, lr: float, weight_decay: float):
-    """AdamW; weight decay on matrices and embeddings (dim >= 2) only, never biases or LayerNorm."""
+def configure_optimizer(model, lr: float, weight_decay: float, fused: bool = True):
+    """AdamW; weight decay on matrices and embeddings (dim >= 2) only, never biases or LayerNorm.
+    fused=True: PyTorch's fused kernel (same update as foreach; 3-4x faster on a CPU)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98), eps=1e-6, foreach=True)
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98), eps=1e-6, **adamw_kernel(fused))
 
 
 def global_batch(blocks: Blocks, step: int, size: int, seed: int) -> torch.Tensor:
@@ -368,7 +374,7 @@ def main(argv=None):
         torch.manual_seed(args.seed)
         model = BertForMaskedLM(config)
     model.to(device)
-    optimizer = configure_optimizer(model, args.lr, args.weight_decay)
+    optimizer = configure_optimizer(model, args.lr, args.weight_decay, args.fused_adamw)
     warmup_steps = max(1, int(args.warmup * args.max_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: lr_factor(s, args.max_steps, warmup_steps, args.schedule))

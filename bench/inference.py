@@ -27,7 +27,7 @@ from pretrain_step import real_batches  # noqa: E402
 
 def main(steps: int = 12, warmup: int = 3):
     minilm = fetch_minilm()
-    ours = BertModel.from_pretrained(minilm, use_sdpa=True, trim_padding=True).eval()
+    ours = BertModel.from_pretrained(minilm, use_sdpa=True, unpad=True).eval()
     hf = transformers.BertModel.from_pretrained(minilm, attn_implementation="sdpa").eval()
     batches = [(x, att) for x, att, _ in real_batches(warmup + steps, 32, 128)]
     results = {}

@@ -1,12 +1,14 @@
 """The MLM masker: minibert's mask_batch vs transformers' DataCollatorForLanguageModeling vs the
-exercise's per-element loop, on the same padded batches of real text (tokens/s, medians).
+exercise's per-element loop, on the same 16 x 128 batches of real text (tokens/s, medians).
 
     python bench/masker.py
 
-The collator is given the special-tokens mask (as when the tokenizer returns it), so neither
-side re-derives it. The exercise's loop, `random_mask_tokens` as the seed writes it, indexes the
-tensors element by element; it is timed on fewer batches because it is slow. A benchmark,
-not a test.
+Two kinds of batch: sentences padded to 128 (~27% real tokens) and packed 128-token blocks
+(what train_mlm.py masks: every position real). The collator is given the special-tokens mask
+(as when the tokenizer returns it) and mask_batch its attention and special masks, so neither
+side re-derives them. The exercise's loop, `random_mask_tokens` as the seed writes it, indexes
+the tensors element by element; it is timed on fewer batches because it is slow. Tokens/s
+counts all B x T positions. A benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import transformers  # noqa: E402
 
-from data.prepare import fetch_minilm  # noqa: E402
+from data.prepare import fetch_minilm, prepare  # noqa: E402
 from minibert import MaskingVocab, load_tokenizer, mask_batch  # noqa: E402
+from minibert.data import pack_blocks, tokenize_lines  # noqa: E402
 from pretrain_step import real_batches  # noqa: E402
 
 
@@ -57,34 +60,53 @@ def median_tokens_per_s(fn, batches) -> float:
     return batches[0].numel() / statistics.median(times)
 
 
+def packed_batches(tok, n_batches: int, batch_size: int, seq_len: int) -> list[torch.Tensor]:
+    """train_mlm.py's input: training text packed into full [CLS] A [SEP] B [SEP] blocks."""
+    with open(os.path.join(prepare("en"), "pretrain", "train.txt"), encoding="utf-8") as f:
+        ids, starts = tokenize_lines(tok, f.read().splitlines()[:5000])
+    blocks = pack_blocks(ids, starts, seq_len, tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"), 0)
+    return [blocks.input_ids[b * batch_size:(b + 1) * batch_size].long() for b in range(n_batches)]
+
+
+def compare(batches, vocab, collator) -> dict[str, float]:
+    special = {id(b): vocab.special_mask(b) for b in batches}
+    attention = {id(b): (b != 0).long() for b in batches}
+    ordinary = torch.tensor(vocab.ordinary_token_ids)
+    g = torch.Generator().manual_seed(0)
+    return {
+        "minibert mask_batch": median_tokens_per_s(
+            lambda b: mask_batch(b, attention[id(b)], special[id(b)], vocab.mask_id, ordinary, g), batches),
+        "transformers collator": median_tokens_per_s(
+            lambda b: collator.torch_mask_tokens(b.clone(), special_tokens_mask=special[id(b)]), batches),
+        "exercise loop": median_tokens_per_s(
+            lambda b: exercise_loop(b, 30522, vocab.mask_id, list(vocab.special_ids)), batches[:5]),
+    }
+
+
 def main():
     minilm = fetch_minilm()
     tok = load_tokenizer(minilm)
     vocab = MaskingVocab.from_tokenizer(tok)
-    batches = [x for x, _, _ in real_batches(30, 16, 128)]
-    special = [vocab.special_mask(b) for b in batches]
-    ordinary = torch.tensor(vocab.ordinary_token_ids)
-    g = torch.Generator().manual_seed(0)
     collator = transformers.DataCollatorForLanguageModeling(
         transformers.PreTrainedTokenizerFast(tokenizer_file=os.path.join(minilm, "tokenizer.json"),
                                              mask_token="[MASK]", pad_token="[PAD]"), mlm_probability=0.15)
-    masks = {id(b): s for b, s in zip(batches, special, strict=True)}
-    results = {
-        "minibert mask_batch": median_tokens_per_s(
-            lambda b: mask_batch(b, (b != 0).long(), masks[id(b)], vocab.mask_id, ordinary, g), batches),
-        "transformers collator": median_tokens_per_s(
-            lambda b: collator.torch_mask_tokens(b.clone(), special_tokens_mask=masks[id(b)]), batches),
-        "exercise loop": median_tokens_per_s(
-            lambda b: exercise_loop(b, 30522, vocab.mask_id, list(vocab.special_ids)), batches[:5]),
-    }
-    print(f"masking a 16 x 128 batch of real text; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    for name, tps in results.items():
-        print(f"  {name:22s} {tps:14,.0f} tokens/s")
-    fast = results["minibert mask_batch"]
-    print(f"  mask_batch / exercise loop: {fast / results['exercise loop']:,.0f}x; "
-          f"mask_batch / collator: {fast / results['transformers collator']:.2f}x")
-    print(json.dumps({"bench": "masker", **{k.replace(" ", "_"): v for k, v in results.items()},
-                      "torch": torch.__version__, "threads": torch.get_num_threads()}))
+    inputs = {"padded sentences": [x for x, _, _ in real_batches(30, 16, 128)],
+              "packed blocks": packed_batches(tok, 30, 16, 128)}
+    print(f"masking 16 x 128 batches of real text; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    record = {"bench": "masker", "torch": torch.__version__, "threads": torch.get_num_threads()}
+    for kind, batches in inputs.items():
+        results = compare(batches, vocab, collator)
+        real = sum(int((b != 0).sum()) for b in batches) / sum(b.numel() for b in batches)
+        print(f"{kind} ({real:.0%} real tokens):")
+        for name, tps in results.items():
+            print(f"  {name:22s} {tps:14,.0f} tokens/s")
+        fast = results["minibert mask_batch"]
+        loop_x, collator_x = fast / results["exercise loop"], fast / results["transformers collator"]
+        print(f"  mask_batch / exercise loop: {loop_x:,.0f}x; mask_batch / collator: {collator_x:.2f}x")
+        key = kind.replace(" ", "_")
+        record[key] = {**{k.replace(" ", "_"): v for k, v in results.items()},
+                       "vs_exercise_loop": loop_x, "vs_collator": collator_x}
+    print(json.dumps(record))
 
 
 if __name__ == "__main__":

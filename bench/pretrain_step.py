@@ -70,7 +70,7 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: 3)")
     args = p.parse_args(argv)
     torch.manual_seed(0)
-    config = BertConfig.from_preset(args.preset, use_sdpa=True, trim_padding=True)
+    config = BertConfig.from_preset(args.preset, use_sdpa=True, unpad=True)
     ours = BertForMaskedLM(config)
     hf = transformers.BertForMaskedLM(transformers.BertConfig(
         vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,

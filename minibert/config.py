@@ -2,7 +2,7 @@
 
 The fields and their defaults are those of bert-base-uncased, so a `config.json` written
 by `transformers` reads back into the same model and ours loads in `transformers`.
-Two fields are minibert's own run-time switches (`use_sdpa`, `trim_padding`); `transformers`
+Two fields are minibert's own run-time switches (`use_sdpa`, `unpad`); `transformers`
 keeps unknown keys as plain attributes, so writing them is harmless. `id2label` is HF's label table of a
 classification checkpoint (its length is the number of labels).
 """
@@ -49,7 +49,7 @@ class BertConfig:
     classifier_dropout: float | None = None  # None: use hidden_dropout_prob (HF's rule)
     id2label: dict[int, str] | None = None
     use_sdpa: bool = False              # fast path: F.scaled_dot_product_attention
-    trim_padding: bool = False          # fast path: skip padding columns no row of the batch uses
+    unpad: bool = False                 # fast path: token-wise layers on the real tokens only
 
     def __post_init__(self):
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",

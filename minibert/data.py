@@ -47,7 +47,14 @@ def _bert_tokenizer(model) -> Tokenizer:
 
 
 def tokenize_lines(tokenizer: Tokenizer, lines: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """All lines as one stream of ids (no specials) and the offset where each line starts."""
+    """All lines as one stream of ids (no specials) and the offset where each line starts.
+
+    A stream has no padding and no truncation: if the tokenizer is set to pad or truncate (a
+    pretrained tokenizer.json often is), a copy with both turned off does the encoding."""
+    if tokenizer.padding is not None or tokenizer.truncation is not None:
+        tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
     encodings = tokenizer.encode_batch(lines, add_special_tokens=False)
     lengths = torch.tensor([len(e.ids) for e in encodings], dtype=torch.long)
     ids = torch.tensor([i for e in encodings for i in e.ids], dtype=torch.int32)

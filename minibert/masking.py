@@ -20,17 +20,24 @@ class MaskingError(ValueError):
     """Inputs the masker cannot work with (shapes, no candidate, bad replacement ids)."""
 
 
-def _corrupt(input_ids, selected, mask_id, ordinary, generator):
-    """80% of selected -> mask_id, 10% -> a random ordinary id, 10% kept (one draw each)."""
-    B, T = input_ids.shape
+NOT_A_CANDIDATE = 2.0  # a draw no probability in (0, 1] can select
+
+
+def _corrupt(input_ids, u, probability, mask_id, ordinary, generator):
+    """Corrupt the positions whose draw u < probability; returns (corrupted, replacements (R,)).
+
+    One uniform draw per position does both jobs: given u < p, u / p is again uniform on [0, 1),
+    so it picks the action: u < 0.8p -> mask_id (80%), 0.8p <= u < 0.9p -> a random id from
+    `ordinary` (10%), otherwise kept (10%).
+    """
     dev = generator.device if generator is not None else torch.device("cpu")
-    action = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)  # (B, T)
-    pick = torch.randint(len(ordinary), (B, T), generator=generator, device=dev)       # (B, T)
-    random_ids = ordinary.to(dev)[pick].to(input_ids.device)                           # (B, T)
-    to_mask = selected & (action < 0.8)
-    to_random = selected & (action >= 0.8) & (action < 0.9)
-    corrupted = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
-    return torch.where(to_random, random_ids, corrupted)
+    to_mask = u < 0.8 * probability                                                    # (B, T)
+    to_random = ((u >= 0.8 * probability) & (u < 0.9 * probability)).nonzero(as_tuple=True)  # R
+    pick = torch.randint(len(ordinary), (len(to_random[0]),), generator=generator, device=dev)  # (R,)
+    replacements = ordinary[pick.to(ordinary.device)]                                  # (R,)
+    corrupted = input_ids.masked_fill(to_mask, mask_id)                                # (B, T)
+    corrupted[to_random] = replacements
+    return corrupted, replacements
 
 
 def _id_tensor(ids, name: str) -> torch.Tensor:
@@ -64,29 +71,40 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
     ordinary = _id_tensor(ordinary_token_ids, "ordinary_token_ids").to(input_ids.device)
     special = special_mask.bool()
     candidates = attention_mask.bool() & ~special                             # (B, T)
-    if not candidates.any():
+    has_candidate = candidates.any(dim=1)                                     # (B,)
+    if not has_candidate.any():
         raise MaskingError("the batch has no candidate position to mask: every position is "
                            "padding or a special token")
-    forbidden = torch.cat([input_ids[special].unique(), torch.tensor([mask_id], device=input_ids.device)])
-    clash = (ordinary[:, None] == forbidden[None, :]).any(dim=1)  # (V',): a handful of ids, so no sort
-    if clash.any():
-        bad = ordinary[clash].unique().tolist()
-        raise MaskingError(f"ordinary_token_ids contains special ids {bad}: random replacements "
-                           "must never produce a special token")
 
     B, T = input_ids.shape
     dev = generator.device
-    # 1. select each candidate independently with `probability`
-    u = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)  # (B, T)
-    selected = (u < probability) & candidates                                       # (B, T)
-    # 2. a row with candidates but nothing selected gets one, uniform among its candidates
-    r = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)
-    fallback = r.masked_fill(~candidates, -1.0).argmax(dim=1)                      # (B,)
-    empty = candidates.any(dim=1) & ~selected.any(dim=1)                            # (B,)
-    selected[empty.nonzero().squeeze(1), fallback[empty]] = True
+    # 1. one draw per position; a candidate is selected when its draw is < probability
+    u = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)   # (B, T)
+    u.masked_fill_(~candidates, NOT_A_CANDIDATE)
+    selected = u < probability                                                       # (B, T)
+    # 2. a row with candidates but nothing selected gets one, uniform among its candidates,
+    #    whose draw is replaced by a fresh one below `probability` (so its action stays
+    #    80/10/10). These extra draws happen only when such a row exists.
+    empty = has_candidate & ~selected.any(dim=1)                                     # (B,)
+    if empty.any():
+        rows = empty.nonzero().squeeze(1)                                            # (E,)
+        r = torch.rand((len(rows), T), generator=generator, device=dev).to(input_ids.device)
+        cols = r.masked_fill(~candidates[rows], -1.0).argmax(dim=1)                  # (E,)
+        redraw = torch.rand(len(rows), generator=generator, device=dev).to(input_ids.device)
+        u[rows, cols] = probability * redraw
+        selected[rows, cols] = True
     # 3. 80 / 10 / 10, and labels from the untouched input
-    corrupted = _corrupt(input_ids, selected, mask_id, ordinary, generator)
-    labels = torch.where(selected, input_ids, torch.full_like(input_ids, ignore_index))
+    corrupted, drawn = _corrupt(input_ids, u, probability, mask_id, ordinary, generator)
+    # The replacements actually drawn must not be [MASK] or a special id of this batch. Checking
+    # the ~1.5% of positions drawn, not the whole pool (30k ids) on every call, keeps this cheap;
+    # a bad pool is reported the first time it yields a bad id, and never reaches the output.
+    forbidden = torch.cat([input_ids[special], input_ids.new_tensor([mask_id])])    # (S + 1,)
+    clash = drawn[:, None] == forbidden[None, :]                                    # (R, S + 1)
+    if clash.any():
+        bad = drawn[clash.any(dim=1)].unique().tolist()
+        raise MaskingError(f"ordinary_token_ids contains special ids {bad}: random replacements "
+                           "must never produce a special token")
+    labels = input_ids.masked_fill(~selected, ignore_index)                        # (B, T)
     return corrupted, labels, attention_mask, selected
 
 
@@ -105,13 +123,14 @@ def random_mask_tokens(input_ids: torch.Tensor, vocab_size: int, mask_token_id: 
     protected = torch.isin(input_ids, special.to(input_ids.device))           # (B, T)
     dev = generator.device if generator is not None else torch.device("cpu")
     u = torch.rand(input_ids.shape, generator=generator, device=dev).to(input_ids.device)
-    selected = (u < mask_prob) & ~protected                                   # (B, T)
+    u.masked_fill_(protected, NOT_A_CANDIDATE)                               # (B, T)
+    selected = u < mask_prob                                                  # (B, T)
     allowed = torch.ones(vocab_size, dtype=torch.bool)
     allowed[special[special < vocab_size]] = False
     allowed[mask_token_id] = False
     ordinary = allowed.nonzero().squeeze(1)                                   # (V',)
-    masked_input_ids = _corrupt(input_ids, selected, mask_token_id, ordinary, generator)
-    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    masked_input_ids, _ = _corrupt(input_ids, u, mask_prob, mask_token_id, ordinary, generator)
+    labels = input_ids.masked_fill(~selected, IGNORE_INDEX)
     return masked_input_ids, labels
 
 

@@ -61,6 +61,12 @@ def test_wordpiece_tokenizer_is_bert_like_and_deterministic():
     ids, starts = tokenize_lines(tok, ["the cat", "", "sat"])
     assert ids.tolist() == [tok.token_to_id("the"), tok.token_to_id("cat"), tok.token_to_id("sat")]
     assert starts.tolist() == [0, 2]
+    # A tokenizer set to pad to 16 and truncate at 1 (as pretrained tokenizer.json files often
+    # are) gives the same stream, and keeps its own settings.
+    tok.enable_padding(pad_id=0, length=16)
+    tok.enable_truncation(1)
+    assert [t.tolist() for t in tokenize_lines(tok, ["the cat", "", "sat"])] == [ids.tolist(), [0, 2]]
+    assert tok.padding["length"] == 16 and tok.truncation["max_length"] == 1
 
 
 def test_wiki_markup_is_stripped():

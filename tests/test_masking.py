@@ -78,7 +78,11 @@ def test_s23_no_candidate_raises():
 
 def test_bad_arguments_raise():
     """S10: masks of different shapes, and ordinary_token_ids that is empty, not 1-D, or
-    holds a special id, are clear errors."""
+    holds a special id, are clear errors. The pool is checked where it is used: the random
+    replacements drawn are compared with [MASK] and the batch's special ids (cheaper than the
+    whole 30k-id pool on every call), so a pool of only [CLS] or only [MASK] fails as soon as
+    one replacement is drawn (probability=1.0 here: every candidate is selected and ~10% of them
+    get a random id; seeded)."""
     ids, attention, special = make_batch(4, 8)
     g = torch.Generator().manual_seed(0)
     with pytest.raises(MaskingError, match="same"):
@@ -88,9 +92,9 @@ def test_bad_arguments_raise():
     with pytest.raises(MaskingError, match="non-empty 1-D"):
         mask_batch(ids, attention, special, MASK, [[4, 5], [6, 7]], g)
     with pytest.raises(MaskingError, match="special ids"):
-        mask_batch(ids, attention, special, MASK, [CLS, 5, 6], g)
+        mask_batch(ids, attention, special, MASK, [CLS], g, probability=1.0)
     with pytest.raises(MaskingError, match="special ids"):
-        mask_batch(ids, attention, special, MASK, [MASK, 5, 6], g)
+        mask_batch(ids, attention, special, MASK, [MASK], g, probability=1.0)
 
 
 def test_s24_same_seed_same_masking():

@@ -209,31 +209,41 @@ def test_bad_inputs_raise_clear_errors(batch):
         model(ids.float())
 
 
-def test_trim_padding_gives_the_same_numbers(batch):
-    """trim_padding=True drops the columns that are padding in every row (here the batch is padded
-    from 10 to 16): hidden states at real positions, the pooled output, classification logits and
-    the sparse MLM loss equal the untrimmed model's (atol 1e-5; only matmul shapes differ), and
-    the dropped columns come back as zeros."""
+@pytest.mark.parametrize("use_sdpa", [False, True], ids=["manual", "sdpa"])
+def test_unpad_gives_the_same_numbers_and_gradients(batch, use_sdpa):
+    """unpad=True (issue 6) runs the token-wise layers on the real tokens only. The batch is
+    padded from 10 to 16 columns and row 1 has 6 real tokens, so N = 10 + 6 + 10 = 26 of 48
+    positions are real. Against the padded reference path, in training mode with dropout 0:
+    hidden states at real positions, the pooled output, the classification loss, the sparse
+    MLM loss and EVERY parameter's gradient agree (atol 1e-5: only the matmul shapes differ);
+    padding positions come back as exactly 0. A batch without padding takes the padded path."""
     from minibert import BertForMaskedLM
+    from minibert.model import Unpadded
 
-    ids, mask, types = batch
-    pad = lambda t: F.pad(t, (0, 6))  # noqa: E731
-    ids, mask, types = pad(ids), pad(mask), pad(types)
+    ids, mask, types = (F.pad(t, (0, 6)) for t in batch)
+    assert Unpadded.from_mask(mask).rows.numel() == 26 and Unpadded.from_mask(mask).T == 10
+    labels = torch.full_like(ids, -100)
+    labels[0, 3], labels[1, 4], labels[2, 7] = 11, 12, 13
+    no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, use_sdpa=use_sdpa)
     for cls, args in ((BertForSequenceClassification, (3,)), (BertForMaskedLM, ())):
-        full = perturb_(cls(tiny_config(), *args)).eval()
-        trimmed = cls(tiny_config(trim_padding=True), *args).eval()
-        trimmed.load_state_dict(full.state_dict())
-        with torch.no_grad():
-            a, b = full.bert(ids, mask, types), trimmed.bert(ids, mask, types)
-            real = mask.bool()
-            assert_close(b.last_hidden_state[real], a.last_hidden_state[real], atol=1e-5, what="real positions")
-            assert b.last_hidden_state[:, 10:].abs().max() == 0
-            if cls is BertForSequenceClassification:
-                assert_close(b.pooler_output, a.pooler_output, atol=1e-5, what="pooled")
-                assert_close(trimmed(ids, mask, types).logits, full(ids, mask, types).logits, atol=1e-5, what="logits")
-            else:
-                labels = torch.full_like(ids, -100)
-                labels[0, 3], labels[2, 7] = 11, 12
-                lt = trimmed(ids, mask, types, labels=labels, masked_only=True).loss
-                lf = full(ids, mask, types, labels=labels, masked_only=True).loss
-                assert_close(lt, lf, atol=1e-5, what="MLM loss")
+        ref = perturb_(cls(tiny_config(**no_dropout), *args)).train()
+        fast = cls(tiny_config(unpad=True, **no_dropout), *args).train()
+        fast.load_state_dict(ref.state_dict())
+        a, b = ref.bert(ids, mask, types), fast.bert(ids, mask, types)
+        real = mask.bool()
+        assert_close(b.last_hidden_state[real], a.last_hidden_state[real], atol=1e-5, what="real positions")
+        assert b.last_hidden_state[~real].abs().max() == 0
+        if cls is BertForSequenceClassification:
+            assert_close(b.pooler_output, a.pooler_output, atol=1e-5, what="pooled")
+            y = torch.tensor([0, 2, 1])
+            lr, lf = ref(ids, mask, types, labels=y).loss, fast(ids, mask, types, labels=y).loss
+        else:
+            lr = ref(ids, mask, types, labels=labels, masked_only=True).loss
+            lf = fast(ids, mask, types, labels=labels, masked_only=True).loss
+        assert_close(lf, lr, atol=1e-5, what="loss")
+        lr.backward()
+        lf.backward()
+        for (name, p), q in zip(ref.named_parameters(), fast.parameters(), strict=True):
+            assert_close(q.grad, p.grad, atol=1e-5, what=f"grad {name}")
+    full = torch.ones_like(mask)
+    assert torch.equal(fast.bert(ids, full, types).last_hidden_state, ref.bert(ids, full, types).last_hidden_state)
