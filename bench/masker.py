@@ -25,10 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import transformers  # noqa: E402
 
-from data.prepare import fetch_minilm, prepare  # noqa: E402
+from data.prepare import fetch_minilm  # noqa: E402
 from minibert import MaskingVocab, load_tokenizer, mask_batch  # noqa: E402
-from minibert.data import pack_blocks, tokenize_lines  # noqa: E402
-from pretrain_step import real_batches  # noqa: E402
+from pretrain_step import packed_inputs, padded_inputs  # noqa: E402
 
 
 def exercise_loop(input_ids, vocab_size, mask_token_id, special_tokens=None, mask_prob=0.15):
@@ -60,14 +59,6 @@ def median_tokens_per_s(fn, batches) -> float:
     return batches[0].numel() / statistics.median(times)
 
 
-def packed_batches(tok, n_batches: int, batch_size: int, seq_len: int) -> list[torch.Tensor]:
-    """train_mlm.py's input: training text packed into full [CLS] A [SEP] B [SEP] blocks."""
-    with open(os.path.join(prepare("en"), "pretrain", "train.txt"), encoding="utf-8") as f:
-        ids, starts = tokenize_lines(tok, f.read().splitlines()[:5000])
-    blocks = pack_blocks(ids, starts, seq_len, tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"), 0)
-    return [blocks.input_ids[b * batch_size:(b + 1) * batch_size].long() for b in range(n_batches)]
-
-
 def compare(batches, vocab, collator) -> dict[str, float]:
     special = {id(b): vocab.special_mask(b) for b in batches}
     attention = {id(b): (b != 0).long() for b in batches}
@@ -90,8 +81,8 @@ def main():
     collator = transformers.DataCollatorForLanguageModeling(
         transformers.PreTrainedTokenizerFast(tokenizer_file=os.path.join(minilm, "tokenizer.json"),
                                              mask_token="[MASK]", pad_token="[PAD]"), mlm_probability=0.15)
-    inputs = {"padded sentences": [x for x, _, _ in real_batches(30, 16, 128)],
-              "packed blocks": packed_batches(tok, 30, 16, 128)}
+    inputs = {"padded sentences": list(padded_inputs(tok, 30 * 16, 128).split(16)),
+              "packed blocks": list(packed_inputs(tok, 30 * 16, 128).split(16))}
     print(f"masking 16 x 128 batches of real text; torch {torch.__version__}, {torch.get_num_threads()} threads")
     record = {"bench": "masker", "torch": torch.__version__, "threads": torch.get_num_threads()}
     for kind, batches in inputs.items():

@@ -1,0 +1,64 @@
+"""S29's simple baseline: bag-of-words logistic regression, written in PyTorch.
+
+The vocabulary comes from the training split ONLY (a word first seen in validation or test
+maps to [UNK], id 0). A text is the 0/1 vector of the words it contains; the model is softmax
+regression W x + b with an L2 penalty, fitted on the whole training pool at once by L-BFGS with
+a preset maximum number of iterations; the number it actually ran is reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+
+WORD = re.compile(r"[a-z0-9']+|[^\sa-z0-9']")  # lower-cased words, and punctuation marks one by one
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text.lower())
+
+
+class BagOfWords:
+    def __init__(self, train_texts: list[str], num_labels: int):
+        counts = Counter(w for t in train_texts for w in words(t))
+        self.vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(sorted(counts))}}
+        self.W = torch.zeros(len(self.vocab), num_labels, requires_grad=True)  # (V, K)
+        self.b = torch.zeros(num_labels, requires_grad=True)                   # (K,)
+
+    def features(self, texts: list[str]) -> torch.Tensor:
+        """(N, V) 0/1: which vocabulary words each text contains ([UNK] for any other word)."""
+        x = torch.zeros(len(texts), len(self.vocab))
+        for i, t in enumerate(texts):
+            x[i, [self.vocab.get(w, 0) for w in words(t)]] = 1.0
+        return x
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.W + self.b                                              # (N, K)
+
+    def fit(self, x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int) -> int:
+        """L-BFGS on mean cross-entropy + l2/2 |W|^2, from zeros; returns the iterations run
+        (<= max_iter: it stops earlier once the gradient or the loss change is tiny)."""
+        # max_eval is generous (the line search evaluates several times per iteration), so that
+        # the iteration cap is the one that binds
+        opt = torch.optim.LBFGS([self.W, self.b], lr=1.0, max_iter=max_iter, max_eval=25 * max_iter,
+                                history_size=20, line_search_fn="strong_wolfe", tolerance_grad=1e-6,
+                                tolerance_change=1e-9)
+
+        def closure():
+            opt.zero_grad()
+            loss = F.cross_entropy(self.logits(x), y) + 0.5 * l2 * (self.W ** 2).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        return int(opt.state[self.W]["n_iter"])
+
+    def num_params(self) -> int:
+        return self.W.numel() + self.b.numel()
+
+    @torch.no_grad()
+    def predict(self, texts: list[str]) -> torch.Tensor:
+        return self.logits(self.features(texts)).argmax(-1)

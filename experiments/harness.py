@@ -1,0 +1,394 @@
+"""What every controlled comparison shares (issue 5; SPEC S29-S32): the data, held fixed once;
+padding and truncation; the training loop; and the meters every row reports (S32).
+
+Held equal across the methods of a study: the labelled splits (one seeded subsample, the same
+for every method and seed), the checkpoint and its tokenisation, the seeds, the number of
+updates and of samples per update, the learning-rate grid and the rule that picks from it
+(best validation accuracy of seed 0, the smaller rate on a tie), and the test procedure: the
+test split is scored once per configuration, after the rate is fixed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from data.prepare import fetch_minilm, prepare  # noqa: E402
+from minibert import BertForClassification, BertModel, load_tokenizer  # noqa: E402
+from minibert.lora import add_lora  # noqa: E402
+from minibert.model import init_weights  # noqa: E402
+
+# ---- data -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Split:
+    texts: list[str]
+    labels: torch.Tensor  # (N,)
+
+
+def read_tsv(path: str) -> tuple[list[str], list[str]]:
+    texts, labels = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            text, _, label = line.rstrip("\n").rpartition("\t")
+            texts.append(text)
+            labels.append(label)
+    return texts, labels
+
+
+@dataclass
+class Task:
+    """The English movie-review sentiment splits, subsampled ONCE with seed 0: every method,
+    seed and configuration of a study sees the same training pool, validation and test rows."""
+
+    train: Split
+    valid: Split
+    test: Split
+    label_names: list[str]
+
+    @classmethod
+    def load(cls, n_train: int, n_valid: int, n_test: int) -> "Task":
+        folder = os.path.join(prepare("en"), "labelled")
+        raw = {s: read_tsv(os.path.join(folder, f"{s}.tsv")) for s in ("train", "valid", "test")}
+        names = sorted(set(raw["train"][1]))
+        ids = {name: i for i, name in enumerate(names)}
+        splits = {}
+        for s, n in (("train", n_train), ("valid", n_valid), ("test", n_test)):
+            texts, labels = raw[s]
+            keep = torch.randperm(len(texts), generator=torch.Generator().manual_seed(0))[:n].sort().values.tolist()
+            splits[s] = Split([texts[i] for i in keep], torch.tensor([ids[labels[i]] for i in keep]))
+        return cls(splits["train"], splits["valid"], splits["test"], names)
+
+
+@dataclass
+class Encoder:
+    """A pretrained checkpoint and its tokenizer; `tokens` holds each split's ids, untruncated."""
+
+    name: str
+    path: str
+    tokens: dict[str, list[list[int]]] = field(default_factory=dict)
+    pad_id: int = 0
+
+    @classmethod
+    def open(cls, spec: str, task: Task) -> "Encoder":
+        """spec: `minilm` (the real pretrained MiniLM-L6) or a checkpoint / train_mlm.py run folder."""
+        if spec == "minilm":
+            name, path = "MiniLM-L6", fetch_minilm()
+        else:
+            path = spec
+            if not os.path.isfile(os.path.join(path, "config.json")):
+                from train_mlm import latest_checkpoint
+                path = latest_checkpoint(spec) or spec
+            if not os.path.isfile(os.path.join(path, "config.json")):
+                raise SystemExit(f"--encoders: {spec} is neither `minilm` nor a checkpoint folder; "
+                                 "pretrain one first with `make run` (it writes runs/mlm-en)")
+            name = f"minibert {os.path.normpath(spec)}"
+        tok = load_tokenizer(path)
+        tok.no_padding()
+        tok.no_truncation()
+        enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0)
+        for s in ("train", "valid", "test"):
+            enc.tokens[s] = [e.ids for e in tok.encode_batch(getattr(task, s).texts)]
+        return enc
+
+    def backbone(self, unpad: bool = True, dropout: float = 0.1) -> BertModel:
+        with warnings.catch_warnings():  # the MLM head dropped, a pooler added: expected, and unused here
+            warnings.filterwarnings("ignore", message=r"BertModel.from_pretrained.*dropped the task head")
+            return BertModel.from_pretrained(self.path, use_sdpa=True, unpad=unpad, hidden_dropout_prob=dropout,
+                                             attention_probs_dropout_prob=dropout)
+
+
+def truncate(ids: list[int], max_length: int) -> list[int]:
+    """[CLS] w1 ... wn [SEP] cut to max_length tokens, keeping the final [SEP] (HF's truncation)."""
+    return ids if len(ids) <= max_length else ids[:max_length - 1] + ids[-1:]
+
+
+def pad(seqs: list[list[int]], pad_id: int, max_length: int, padding: str):
+    """(ids, attention_mask), each (B, T): T is the longest truncated row ("dynamic") or
+    max_length ("global")."""
+    rows = [truncate(s, max_length) for s in seqs]
+    T = max(len(r) for r in rows) if padding == "dynamic" else max_length
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r)
+        mask[i, :len(r)] = 1
+    return ids, mask
+
+
+def token_counts(seqs: list[list[int]], batch_size: int, max_length: int, padding: str) -> dict:
+    """S31 bookkeeping for `seqs` batched in order: real (effective) and stored tokens, padding
+    ratio, and the share of samples and of tokens lost to truncation."""
+    effective = stored = cut_samples = cut_tokens = raw_tokens = 0
+    for i in range(0, len(seqs), batch_size):
+        rows = seqs[i:i + batch_size]
+        kept = [min(len(r), max_length) for r in rows]
+        effective += sum(kept)
+        stored += len(rows) * (max(kept) if padding == "dynamic" else max_length)
+        cut_samples += sum(len(r) > max_length for r in rows)
+        cut_tokens += sum(max(0, len(r) - max_length) for r in rows)
+        raw_tokens += sum(len(r) for r in rows)
+    return {"effective_tokens": effective, "stored_tokens": stored, "padding_ratio": 1 - effective / stored,
+            "truncated_samples": cut_samples / len(seqs), "truncated_tokens": cut_tokens / raw_tokens}
+
+
+def training_order(n: int, updates: int, batch_size: int, seed: int) -> list[list[int]]:
+    """`updates` batches of `batch_size` indices into the pool: seeded epochs, concatenated."""
+    order: list[int] = []
+    epoch = 0
+    while len(order) < updates * batch_size:
+        order += torch.randperm(n, generator=torch.Generator().manual_seed(1000 * seed + epoch)).tolist()
+        epoch += 1
+    return [order[u * batch_size:(u + 1) * batch_size] for u in range(updates)]
+
+
+def length_bucketed(batches: list[list[int]], lengths: list[int], window: int = 50) -> list[list[int]]:
+    """The same samples, re-batched so that a batch holds similar lengths: each window of
+    `window` batches is sorted by length and cut again; the batch order is kept."""
+    out = []
+    for w in range(0, len(batches), window):
+        chunk = sorted((i for b in batches[w:w + window] for i in b), key=lambda i: lengths[i])
+        size = len(batches[w])
+        out += [chunk[k:k + size] for k in range(0, len(chunk), size)]
+    return out
+
+
+# ---- meters (S32) ---------------------------------------------------------------------------
+
+
+class PassCounter:
+    """Counts the encoder's forward passes, and the backward passes that reach its output."""
+
+    def __init__(self, encoder: nn.Module):
+        self.forward = self.backward = 0
+        self._handle = encoder.register_forward_hook(self._on_forward)
+
+    def _on_forward(self, module, args, output):
+        self.forward += 1
+        if output.last_hidden_state.requires_grad:
+            output.last_hidden_state.register_hook(self._on_backward)
+
+    def _on_backward(self, grad):
+        self.backward += 1
+
+    def close(self) -> None:
+        self._handle.remove()
+
+
+class PeakMemory:
+    """Peak resident memory (MB) of this process inside a `with` block.
+
+    Linux: freed heap is first handed back to the OS (malloc_trim), then the kernel's high-water
+    mark VmHWM is reset (/proc/self/clear_refs) and read at the end, so each configuration gets
+    its own peak: everything resident, Python, torch and the data included. Elsewhere the
+    process's lifetime peak (ru_maxrss), which is never reset: `kind` says which."""
+
+    def __enter__(self):
+        gc.collect()
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.kind = "peak RSS of the configuration (Linux VmHWM, reset before it)"
+        except OSError:
+            self.kind = "peak RSS of the process so far (ru_maxrss, not reset)"
+        return self
+
+    def __exit__(self, *exc):
+        self.mb = self._read()
+
+    def _read(self) -> float:
+        try:
+            with open("/proc/self/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+        except (OSError, StopIteration):
+            import resource
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
+
+
+def median_time(fn, repeats: int = 3) -> float:
+    """Median seconds of `repeats` calls of fn, after one untimed warm-up call when repeats > 1."""
+    if repeats > 1:
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def macro_f1(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> float:
+    scores = []
+    for k in range(num_labels):
+        tp = int(((pred == k) & (gold == k)).sum())
+        fp = int(((pred == k) & (gold != k)).sum())
+        fn = int(((pred != k) & (gold == k)).sum())
+        scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return sum(scores) / num_labels
+
+
+def scores(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> dict:
+    return {"acc": (pred == gold).float().mean().item(), "macro_f1": macro_f1(pred, gold, num_labels)}
+
+
+# ---- the neural methods ---------------------------------------------------------------------
+
+
+@dataclass
+class Budget:
+    """The same for every method of a study: updates x samples per update, and the lr grid."""
+
+    updates: int
+    batch_size: int
+    lr_grid: tuple[float, ...]
+    max_length: int = 128
+    padding: str = "dynamic"
+    bucketed: bool = False
+    timing_repeats: int = 3  # prediction timing: median of this many calls after one warm-up
+
+
+def lr_factor(step: int, total: int) -> float:
+    """Linear warm-up over the first 10% of the updates, then linear decay to 0 (finetune.py's)."""
+    warmup = max(1, int(0.1 * total))
+    return min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+
+
+def train_loop(params, forward, batches, lr: float) -> tuple[float, float]:
+    """AdamW (fused, weight decay 0.01) over `batches`: forward(batch) -> loss. Returns the time
+    and the last loss."""
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, fused=True)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, len(batches)))
+    t0 = time.perf_counter()
+    loss = torch.tensor(float("nan"))
+    for batch in batches:
+        loss = forward(batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        schedule.step()
+    return time.perf_counter() - t0, loss.item()
+
+
+class FineTuned:
+    """Full fine-tuning or LoRA: BertForClassification ([CLS] -> Linear, the seed's head) on the
+    encoder; with `lora_rank`, only the adapters and the head train."""
+
+    def __init__(self, encoder: Encoder, seed: int, lora_rank: int = 0,
+                 lora_targets: tuple[str, ...] = ("attention.query", "attention.value"), unpad: bool = True):
+        torch.manual_seed(seed)
+        self.encoder = encoder
+        self.model = BertForClassification(encoder.backbone(unpad=unpad), 2)
+        self.lora_modules: list[str] = []
+        if lora_rank:
+            for p in self.model.parameters():
+                p.requires_grad_(False)
+            self.lora_modules = add_lora(self.model.bert, lora_rank, targets=lora_targets)
+            for p in self.model.classifier.parameters():
+                p.requires_grad_(True)
+
+    def params(self) -> tuple[int, int]:
+        ps = list(self.model.parameters())
+        return sum(p.numel() for p in ps), sum(p.numel() for p in ps if p.requires_grad)
+
+    def train(self, task: Task, budget: Budget, lr: float, seed: int) -> dict:
+        toks = self.encoder.tokens["train"]
+        order = training_order(len(toks), budget.updates, budget.batch_size, seed)
+        if budget.bucketed:
+            order = length_bucketed(order, [len(t) for t in toks])
+        batches = [(*pad([toks[i] for i in b], self.encoder.pad_id, budget.max_length, budget.padding),
+                    task.train.labels[b]) for b in order]
+        counter = PassCounter(self.model.bert)
+        self.model.train()
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        with PeakMemory() as mem:
+            seconds, loss = train_loop(trainable, lambda b: F.cross_entropy(self.model(b[0], b[1]), b[2]), batches, lr)
+        counter.close()
+        stats = token_counts([toks[i] for b in order for i in b], budget.batch_size, budget.max_length, budget.padding)
+        return {"train_s": seconds, "final_loss": loss, "peak_memory_mb": mem.mb, "memory_kind": mem.kind,
+                "encoder_forward": counter.forward, "encoder_backward": counter.backward, "train_tokens": stats}
+
+    @torch.no_grad()
+    def predict(self, seqs: list[list[int]], max_length: int, padding: str, batch_size: int = 64) -> torch.Tensor:
+        self.model.eval()
+        out = []
+        for i in range(0, len(seqs), batch_size):
+            ids, mask = pad(seqs[i:i + batch_size], self.encoder.pad_id, max_length, padding)
+            out.append(self.model(ids, mask).argmax(-1))
+        return torch.cat(out)
+
+    @torch.no_grad()
+    def logits(self, seqs: list[list[int]], max_length: int, padding: str) -> torch.Tensor:
+        self.model.eval()
+        ids, mask = pad(seqs, self.encoder.pad_id, max_length, padding)
+        return self.model(ids, mask)
+
+
+class FrozenFeatures:
+    """Frozen encoder: its [CLS] vectors are computed ONCE (encoder in eval mode, no grad) and
+    cached; only a Linear head, initialised as BertForClassification's, trains on them."""
+
+    def __init__(self, encoder: Encoder, max_length: int = 128):
+        self.encoder = encoder
+        self.max_length = max_length
+        self.bert = encoder.backbone().eval()
+        self.features: dict[str, torch.Tensor] = {}
+        counter = PassCounter(self.bert)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            for split, seqs in encoder.tokens.items():
+                self.features[split] = torch.cat([self.cls_vectors(seqs[i:i + 64]) for i in range(0, len(seqs), 64)])
+        counter.close()
+        self.cache = {"cache_s": time.perf_counter() - t0, "encoder_forward": counter.forward,
+                      "encoder_backward": counter.backward,
+                      "cache_mb": sum(f.numel() * f.element_size() for f in self.features.values()) / 2 ** 20}
+
+    def cls_vectors(self, seqs: list[list[int]]) -> torch.Tensor:
+        ids, mask = pad(seqs, self.encoder.pad_id, self.max_length, "dynamic")
+        return self.bert(ids, mask).last_hidden_state[:, 0]                          # (B, C)
+
+    def new_head(self, seed: int) -> nn.Linear:
+        """Linear(C, 2) initialised as BertForClassification's classifier, from `seed`."""
+        torch.manual_seed(seed)
+        head = nn.Linear(self.bert.config.hidden_size, 2)
+        init_weights(head, self.bert.config.initializer_range)
+        return head
+
+    def train(self, head: nn.Linear, task: Task, budget: Budget, lr: float, seed: int) -> dict:
+        x, y = self.features["train"], task.train.labels
+        order = training_order(len(y), budget.updates, budget.batch_size, seed)
+        params = list(head.parameters())
+        counter = PassCounter(self.bert)
+        with PeakMemory() as mem:
+            seconds, loss = train_loop(params, lambda b: F.cross_entropy(head(x[b]), y[b]), order, lr)
+        counter.close()
+        return {"train_s": seconds, "final_loss": loss, "peak_memory_mb": mem.mb, "memory_kind": mem.kind,
+                "encoder_forward": counter.forward, "encoder_backward": counter.backward}
+
+    @torch.no_grad()
+    def predict_from_text_ids(self, head: nn.Linear, seqs: list[list[int]]) -> torch.Tensor:
+        """New inputs are not cached: the encoder runs, then the head (what prediction costs)."""
+        return head(self.cls_vectors(seqs)).argmax(-1)
+
+
+def std(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)

@@ -1,0 +1,157 @@
+"""experiments/compare.py: the controlled comparisons of S29-S32 (issue 5)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+
+import compare  # noqa: E402
+from bow import BagOfWords  # noqa: E402
+from harness import (Budget, Encoder, FineTuned, FrozenFeatures, Task, pad, token_counts,  # noqa: E402
+                     truncate)
+
+from conftest import assert_close, perturb_  # noqa: E402
+from data.prepare import fetch_minilm  # noqa: E402
+from minibert import BertConfig, BertModel, load_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A 2-layer, 32-wide BERT on MiniLM's 30,522-word vocabulary (random weights, perturbed):
+    the second encoder of the quick runs, small enough to cost nothing."""
+    path = tmp_path_factory.mktemp("tiny") / "ckpt"
+    cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64)
+    torch.manual_seed(0)
+    perturb_(BertModel(cfg)).save_pretrained(path, tokenizer=load_tokenizer(fetch_minilm()))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def small_task():
+    return Task.load(n_train=48, n_valid=32, n_test=40)
+
+
+S32_KEYS = ["test_acc_mean", "test_acc_std", "test_f1_mean", "test_f1_std", "train_s", "predict_256_ms",
+            "peak_memory_mb", "total_params", "trainable_params", "encoder_forward", "encoder_backward"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", ["methods", "peft", "padding"])
+def test_quick_study_reports_every_s32_column_for_every_row(study, tmp_path, tiny_checkpoint):
+    """--quick runs the study end to end with both kinds of encoder; every row of results.json has
+    every S32 number, report.md has every S32 column header and one table line per row, and one
+    JSON file per run is written."""
+    rows = compare.main([study, "--quick", "--out", str(tmp_path), "--encoders", f"minilm,{tiny_checkpoint}"])
+    out = tmp_path / study
+    saved = json.loads((out / "results.json").read_text())["rows"]
+    assert len(saved) == len(rows) and len(rows) == {"methods": 5, "peft": 6, "padding": 14}[study]
+    for r in saved:
+        for key in S32_KEYS:
+            assert isinstance(r[key], (int, float)) and r[key] == r[key], (r["method"], key)  # present, not NaN
+        assert r["trainable_params"] <= r["total_params"]
+    text = (out / "report.md").read_text()
+    for column in compare.S32_COLUMNS:
+        assert column in text
+    assert sum(line.startswith("| MiniLM-L6") or line.startswith("| minibert") or line.startswith("| - ")
+               for line in text.splitlines()) >= len(rows)
+    assert len(list((out / "runs").glob("*.json"))) >= len(rows)
+    assert (out / "accuracy_vs_time.png").stat().st_size > 0
+    if study == "padding":
+        for r in saved:
+            assert {"effective_tokens", "stored_tokens", "padding_ratio", "truncated_samples",
+                    "truncated_tokens"} <= set(r["train_tokens"])
+            assert sum(b["n"] for b in r["errors_by_length"]) == 96
+
+
+def test_bag_of_words_vocabulary_comes_from_the_training_split_only():
+    """S29: 'good film' and 'bad film' give the vocabulary [UNK], bad, film, good (sorted);
+    'good popcorn' (popcorn only in the test text) sets good and [UNK], nothing else."""
+    bow = BagOfWords(["good film", "bad film"], num_labels=2)
+    assert bow.vocab == {"[UNK]": 0, "bad": 1, "film": 2, "good": 3}
+    assert bow.features(["good popcorn"]).tolist() == [[1.0, 0.0, 0.0, 1.0]]
+    assert "popcorn" not in bow.vocab
+
+
+def test_bag_of_words_iterations_never_exceed_the_preset_maximum(small_task):
+    """L-BFGS stops at max_iter: with 2 allowed it reports exactly 2 (far from converged on 48
+    reviews); with 100 allowed it reports its own count, at most 100, and fits the training pool."""
+    texts, y = small_task.train.texts, small_task.train.labels
+    capped = BagOfWords(texts, 2)
+    assert capped.fit(capped.features(texts), y, l2=1e-3, max_iter=2) == 2
+    free = BagOfWords(texts, 2)
+    n = free.fit(free.features(texts), y, l2=1e-3, max_iter=100)
+    assert 2 < n <= 100
+    assert (free.predict(texts) == y).float().mean() > 0.9
+
+
+def test_frozen_encoder_gets_no_backward_pass_and_caches_its_own_outputs(small_task, tiny_checkpoint):
+    """The frozen method: the encoder runs once per cached batch (ceil(48/64) + ceil(32/64) +
+    ceil(40/64) = 3 forward passes) and never during head training, forward or backward; the cache
+    equals the eval-mode encoder's [CLS] vectors (atol 1e-6). Full fine-tuning, by contrast,
+    counts one forward and one backward pass per update."""
+    enc = Encoder.open(tiny_checkpoint, small_task)
+    frozen = FrozenFeatures(enc)
+    assert frozen.cache["encoder_forward"] == 3 and frozen.cache["encoder_backward"] == 0
+    budget = Budget(updates=5, batch_size=16, lr_grid=(1e-3,))
+    rec = frozen.train(frozen.new_head(0), small_task, budget, 1e-3, seed=0)
+    assert rec["encoder_forward"] == 0 and rec["encoder_backward"] == 0
+    assert all(not p.requires_grad or p.grad is None for p in frozen.bert.parameters())
+    model = BertModel.from_pretrained(tiny_checkpoint).eval()
+    ids, mask = pad(enc.tokens["test"], enc.pad_id, 128, "dynamic")
+    with torch.no_grad():
+        direct = model(ids, mask).last_hidden_state[:, 0]
+    assert_close(frozen.features["test"], direct, atol=1e-6, what="cached features")
+    full = FineTuned(enc, seed=0).train(small_task, budget, 1e-3, seed=0)
+    assert full["encoder_forward"] == 5 and full["encoder_backward"] == 5
+
+
+@pytest.mark.parametrize("unpad", [False, True], ids=["reference", "unpad"])
+def test_dynamic_and_global_padding_predict_the_same_for_one_trained_model(small_task, tiny_checkpoint, unpad):
+    """Padding invariance at the task level (S31): one model, trained a few updates, labels the
+    test reviews identically with dynamic padding and with global padding to 128, and its logits
+    agree to 1e-5."""
+    enc = Encoder.open(tiny_checkpoint, small_task)
+    ft = FineTuned(enc, seed=0, unpad=unpad)
+    ft.train(small_task, Budget(updates=5, batch_size=16, lr_grid=(1e-3,)), 1e-3, seed=0)
+    seqs = enc.tokens["test"]
+    assert torch.equal(ft.predict(seqs, 128, "dynamic"), ft.predict(seqs, 128, "global"))
+    assert_close(ft.logits(seqs, 128, "dynamic"), ft.logits(seqs, 128, "global"), atol=1e-5, what="logits")
+
+
+def test_token_and_truncation_counts_by_hand():
+    """Three rows of 3, 6 and 2 tokens ([CLS] ... [SEP]), batches of 2, max length 4:
+      batch 1 keeps 3 + 4 tokens (the 6-token row loses 2 and keeps its [SEP]); batch 2 keeps 2.
+      effective = 9; dynamic stores 2x4 + 1x2 = 10 (padding 1/10); global stores 2x4 + 1x4 = 12
+      (padding 3/12); 1 of 3 samples and 2 of 11 raw tokens are truncated."""
+    seqs = [[101, 5, 102], [101, 5, 6, 7, 8, 102], [101, 102]]
+    assert truncate(seqs[1], 4) == [101, 5, 6, 102]
+    dyn, glob = token_counts(seqs, 2, 4, "dynamic"), token_counts(seqs, 2, 4, "global")
+    assert (dyn["effective_tokens"], dyn["stored_tokens"]) == (9, 10)
+    assert (glob["effective_tokens"], glob["stored_tokens"]) == (9, 12)
+    assert dyn["padding_ratio"] == pytest.approx(0.1) and glob["padding_ratio"] == pytest.approx(0.25)
+    assert dyn["truncated_samples"] == pytest.approx(1 / 3) and dyn["truncated_tokens"] == pytest.approx(2 / 11)
+    ids, mask = pad(seqs[:2], 0, 4, "dynamic")
+    assert ids.tolist() == [[101, 5, 102, 0], [101, 5, 6, 102]] and mask.sum() == 7
+    assert pad(seqs[2:], 0, 4, "global")[0].tolist() == [[101, 102, 0, 0]]
+
+
+def test_the_learning_rate_rule_and_one_test_scoring_per_configuration():
+    """select_and_run: seed 0 tries each rate; the best validation accuracy wins, the smaller rate
+    on a tie; the other seeds run at the winner only; the test split is scored once per kept run."""
+    calls, scored = [], []
+    valid = {1e-4: 0.7, 1e-3: 0.7, 1e-2: 0.6}
+
+    def run_one(lr, seed):
+        calls.append((lr, seed))
+        return {"valid_acc": valid[lr]}, lambda: scored.append((lr, seed)) or {"lr": lr, "seed": seed}
+
+    best, records, grid = compare.select_and_run(run_one, (1e-4, 1e-3, 1e-2), [0, 1, 2])
+    assert best == 1e-4
+    assert calls == [(1e-4, 0), (1e-3, 0), (1e-2, 0), (1e-4, 1), (1e-4, 2)]
+    assert scored == [(1e-4, 0), (1e-4, 1), (1e-4, 2)] and len(records) == 3
+    assert grid == {"0.0001": 0.7, "0.001": 0.7, "0.01": 0.6}
