@@ -189,6 +189,8 @@ def train(args):
     torch.manual_seed(args.seed)
     args.checkpoint = resolve_checkpoint(args.checkpoint)
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.tf32
     try:
         files = split_files(args.data)
         train_rows, valid_rows = read_split(files["train"]), read_split(files["valid"])
@@ -373,6 +375,8 @@ def parse_args(argv=None):
     t.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
     t.add_argument("--seed", type=int, default=0, help="seed of the head's init, data order and dropout (default: 0)")
     t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
+    t.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
+                   help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     q = sub.add_parser("predict", help="label sentences with a fine-tuned model")
     q.add_argument("--model", required=True, help="a folder written by `finetune.py train` (its best/ folder)")

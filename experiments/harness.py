@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from data.prepare import fetch_minilm, prepare  # noqa: E402
+from data.prepare import fetch_minilm  # noqa: E402
+from finetune import macro_f1, read_split, resolve_checkpoint, split_files  # noqa: E402
 from minibert import BertForClassification, BertModel, load_tokenizer  # noqa: E402
 from minibert.lora import add_lora  # noqa: E402
 from minibert.model import init_weights  # noqa: E402
@@ -37,16 +38,6 @@ from minibert.model import init_weights  # noqa: E402
 class Split:
     texts: list[str]
     labels: torch.Tensor  # (N,)
-
-
-def read_tsv(path: str) -> tuple[list[str], list[str]]:
-    texts, labels = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            text, _, label = line.rstrip("\n").rpartition("\t")
-            texts.append(text)
-            labels.append(label)
-    return texts, labels
 
 
 @dataclass
@@ -61,15 +52,15 @@ class Task:
 
     @classmethod
     def load(cls, n_train: int, n_valid: int, n_test: int) -> "Task":
-        folder = os.path.join(prepare("en"), "labelled")
-        raw = {s: read_tsv(os.path.join(folder, f"{s}.tsv")) for s in ("train", "valid", "test")}
-        names = sorted(set(raw["train"][1]))
+        files = split_files("en")
+        raw = {s: read_split(files[s]) for s in ("train", "valid", "test")}
+        names = sorted({label for _, label in raw["train"]})
         ids = {name: i for i, name in enumerate(names)}
         splits = {}
         for s, n in (("train", n_train), ("valid", n_valid), ("test", n_test)):
-            texts, labels = raw[s]
-            keep = torch.randperm(len(texts), generator=torch.Generator().manual_seed(0))[:n].sort().values.tolist()
-            splits[s] = Split([texts[i] for i in keep], torch.tensor([ids[labels[i]] for i in keep]))
+            rows = raw[s]
+            keep = torch.randperm(len(rows), generator=torch.Generator().manual_seed(0))[:n].sort().values.tolist()
+            splits[s] = Split([rows[i][0] for i in keep], torch.tensor([ids[rows[i][1]] for i in keep]))
         return cls(splits["train"], splits["valid"], splits["test"], names)
 
 
@@ -88,10 +79,7 @@ class Encoder:
         if spec == "minilm":
             name, path = "MiniLM-L6", fetch_minilm()
         else:
-            path = spec
-            if not os.path.isfile(os.path.join(path, "config.json")):
-                from train_mlm import latest_checkpoint
-                path = latest_checkpoint(spec) or spec
+            path = resolve_checkpoint(spec)
             if not os.path.isfile(os.path.join(path, "config.json")):
                 raise SystemExit(f"--encoders: {spec} is neither `minilm` nor a checkpoint folder; "
                                  "pretrain one first with `make run` (it writes runs/mlm-en)")
@@ -230,16 +218,6 @@ def median_time(fn, repeats: int = 3) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
-
-
-def macro_f1(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> float:
-    scores = []
-    for k in range(num_labels):
-        tp = int(((pred == k) & (gold == k)).sum())
-        fp = int(((pred == k) & (gold != k)).sum())
-        fn = int(((pred != k) & (gold == k)).sum())
-        scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
-    return sum(scores) / num_labels
 
 
 def scores(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> dict:
