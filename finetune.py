@@ -149,6 +149,12 @@ def evaluate(model, data, batch_size, pad_id, device, num_labels) -> dict:
             "macro_f1": macro_f1(pred, gold, num_labels)}
 
 
+def lr_factor(step: int, total: int) -> float:
+    """Linear warm-up over the first 10% of the steps, then linear decay to 0."""
+    warmup = max(1, int(0.1 * total))
+    return min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+
+
 # ---- model ----------------------------------------------------------------------------------
 
 
@@ -231,9 +237,7 @@ def train(args):
     n_total = sum(p.numel() for p in model.parameters())
     steps_per_epoch = math.ceil(len(train_data["labels"]) / args.batch_size)
     total_steps = min(args.max_steps or math.inf, steps_per_epoch * args.epochs)
-    warmup = max(1, int(0.1 * total_steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total_steps - s) / max(1, total_steps - warmup))))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, total_steps))
     os.makedirs(args.out, exist_ok=True)
     metrics_path = os.path.join(args.out, "metrics.jsonl")
     open(metrics_path, "w").close()

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from data.prepare import fetch_minilm  # noqa: E402
-from finetune import macro_f1, read_split, resolve_checkpoint, split_files  # noqa: E402
+from finetune import lr_factor, macro_f1, read_split, resolve_checkpoint, split_files  # noqa: E402
 from minibert import BertForClassification, BertModel, load_tokenizer  # noqa: E402
 from minibert.lora import add_lora  # noqa: E402
 from minibert.model import init_weights  # noqa: E402
@@ -238,12 +238,6 @@ class Budget:
     padding: str = "dynamic"
     bucketed: bool = False
     timing_repeats: int = 3  # prediction timing: median of this many calls after one warm-up
-
-
-def lr_factor(step: int, total: int) -> float:
-    """Linear warm-up over the first 10% of the updates, then linear decay to 0 (finetune.py's)."""
-    warmup = max(1, int(0.1 * total))
-    return min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
 
 
 def train_loop(params, forward, batches, lr: float) -> tuple[float, float]:
