@@ -16,10 +16,11 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# Pretrain, then fine-tune that checkpoint on the movie-review sentiment split.
+# Pretrain, draw the loss curves, then fine-tune that checkpoint on the movie-review sentiment split.
 # --resume: running it again continues (or, when finished, just reports) the same pretraining run.
 run: setup
 	$(VENV)/bin/python train_mlm.py --out runs/mlm-en --resume
+	$(VENV)/bin/python plot_metrics.py runs/mlm-en/metrics.jsonl
 	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-en --out runs/cls-en --no-progress
 
 test: setup

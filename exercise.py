@@ -11,7 +11,7 @@ import torch
 
 from data.prepare import fetch_minilm, prepare
 from minibert import BertForClassification, BertModel, load_tokenizer, random_mask_tokens
-import polysemy
+from minibert.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
 
 
 def exercise_1(minilm: str) -> None:
@@ -51,8 +51,8 @@ def exercise_2() -> None:
 def exercise_3(minilm: str) -> None:
     print("[练习3] 多义词嵌入对比 (真实的 BERT: MiniLM; 余弦相似度, 目标词的上下文向量)")
     model, tok = BertModel.from_pretrained(minilm), load_tokenizer(minilm)
-    for r in polysemy.table("MiniLM", model, tok, polysemy.ENGLISH, polysemy.ENGLISH_PAIRS) + \
-            polysemy.table("MiniLM", model, tok, polysemy.CHINESE, polysemy.CHINESE_PAIRS):
+    for r in polysemy_table("MiniLM", model, tok, ENGLISH, ENGLISH_PAIRS) + \
+            polysemy_table("MiniLM", model, tok, CHINESE, CHINESE_PAIRS):
         print(f"         {r['a']:>14s} vs {r['b']:<14s} ({r['sense']}): {r['contextual']:.3f} "
               f"(static {r['static']:.3f})")
     print("         预期: '苹果很好吃'中的'苹果' ≠ '苹果发布了新手机'中的'苹果' "

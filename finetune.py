@@ -19,9 +19,8 @@ exercise's [CLS] + Linear head (S6), saved in minibert's layout.
 from __future__ import annotations
 
 import argparse
-import copy
-import csv
 import json
+import logging
 import math
 import os
 import sys
@@ -30,162 +29,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-from data.prepare import DataError, prepare
-from minibert import (BertForClassification, BertForSequenceClassification, BertModel, CheckpointError,
-                      load_tokenizer)
-from minibert.finetune import adamw_kernel, configure_model, logits_of
-from minibert.lora import add_lora, merge_lora
-from train_mlm import latest_checkpoint
+from data.prepare import DataError, labelled_folder
+from minibert import BertForClassification, BertForSequenceClassification, CheckpointError, load_tokenizer
+from minibert.classification import HEADS, build_classifier, evaluate, export, logits_of, set_trainable
+from minibert.labelled import InputError, batches, encode, read_split, split_files
+from minibert.training import adamw, die, epoch_order, lr_factor, pick_device, resolve_checkpoint, use_tf32
 
 DEFAULT_LR = {"full": 1e-4, "frozen": 1e-3, "lora": 1e-3}
-
-
-class InputError(ValueError):
-    """A dataset or checkpoint problem, reported in one line."""
-
-
-def die(msg: str):
-    sys.exit(f"error: {msg}")
-
-
-# ---- data -----------------------------------------------------------------------------------
-
-
-def read_split(path: str) -> list[tuple[str, str]]:
-    """(text, label) rows of a .tsv (text<TAB>label), .csv or .jsonl file (fields text, label)."""
-    rows = []
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            if path.endswith(".jsonl"):
-                for n, line in enumerate(f, 1):
-                    if line.strip():
-                        r = json.loads(line)
-                        rows.append((n, str(r["text"]), str(r["label"])))
-            elif path.endswith(".csv"):
-                reader = csv.DictReader(f)
-                rows = [(n, r["text"], str(r["label"])) for n, r in enumerate(reader, 2)]
-            else:
-                for n, line in enumerate(f, 1):
-                    if line.strip():
-                        text, sep, label = line.rstrip("\n").rpartition("\t")
-                        if not sep:
-                            raise InputError(f"{path}:{n}: expected text<TAB>label")
-                        rows.append((n, text, label))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise InputError(f"cannot read {path}: {type(e).__name__}: {e}") from None
-    for n, text, label in rows:
-        if not text.strip():
-            raise InputError(f"{path}:{n}: empty text")
-        if not label.strip():
-            raise InputError(f"{path}:{n}: empty label")
-    if not rows:
-        raise InputError(f"{path} holds no examples")
-    return [(text, label) for _, text, label in rows]
-
-
-def split_files(data: str) -> dict[str, str]:
-    if data in ("en", "zh"):
-        folder = os.path.join(prepare(data), "labelled")
-    elif os.path.isdir(data):
-        folder = data
-    else:
-        raise InputError(f"--data {data}: use en, zh, or a folder with train/valid/test .tsv/.csv/.jsonl files")
-    files = {}
-    for split in ("train", "valid", "test"):
-        found = [f"{split}{ext}" for ext in (".tsv", ".csv", ".jsonl") if os.path.isfile(os.path.join(folder, split + ext))]
-        if len(found) != 1:
-            raise InputError(f"{folder} needs exactly one {split}.tsv, {split}.csv or {split}.jsonl (found {found})")
-        files[split] = os.path.join(folder, found[0])
-    return files
-
-
-def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: str) -> dict:
-    unknown = sorted({y for _, y in rows if y not in label_ids})
-    if unknown:
-        raise InputError(f"{path}: labels {unknown[:5]} are not in the training split's label set "
-                         f"{sorted(label_ids)}")
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length)
-    enc = tokenizer.encode_batch([t for t, _ in rows])
-    return {"ids": [e.ids for e in enc], "labels": torch.tensor([label_ids[y] for _, y in rows])}
-
-
-def batches(data: dict, batch_size: int, pad_id: int, order=None):
-    """Dynamic padding: each batch is padded to its own longest sequence."""
-    order = order if order is not None else torch.arange(len(data["ids"]))
-    for i in range(0, len(order), batch_size):
-        rows = order[i:i + batch_size].tolist()
-        T = max(len(data["ids"][r]) for r in rows)
-        ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), T), dtype=torch.long)
-        for j, r in enumerate(rows):
-            seq = data["ids"][r]
-            ids[j, :len(seq)] = torch.tensor(seq)
-            mask[j, :len(seq)] = 1
-        yield {"input_ids": ids, "attention_mask": mask}, data["labels"][rows]
-
-
-def macro_f1(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> float:
-    scores = []
-    for k in range(num_labels):
-        tp = ((pred == k) & (gold == k)).sum().item()
-        fp = ((pred == k) & (gold != k)).sum().item()
-        fn = ((pred != k) & (gold == k)).sum().item()
-        scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
-    return sum(scores) / num_labels
-
-
-@torch.no_grad()
-def evaluate(model, data, batch_size, pad_id, device, num_labels) -> dict:
-    model.eval()
-    losses, preds = [], []
-    for batch, labels in batches(data, batch_size, pad_id):
-        logits = logits_of(model, {k: v.to(device) for k, v in batch.items()}).float().cpu()
-        losses.append(F.cross_entropy(logits, labels, reduction="sum").item())
-        preds.append(logits.argmax(-1))
-    pred = torch.cat(preds)
-    gold = data["labels"]
-    return {"loss": sum(losses) / len(gold), "acc": (pred == gold).float().mean().item(),
-            "macro_f1": macro_f1(pred, gold, num_labels)}
-
-
-def lr_factor(step: int, total: int) -> float:
-    """Linear warm-up over the first 10% of the steps, then linear decay to 0."""
-    warmup = max(1, int(0.1 * total))
-    return min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
-
-
-# ---- model ----------------------------------------------------------------------------------
-
-
-def resolve_checkpoint(path: str) -> str:
-    """A checkpoint folder, or a train_mlm.py run folder (then its newest checkpoint)."""
-    if os.path.isfile(os.path.join(path, "config.json")):
-        return path
-    return latest_checkpoint(path) or path
-
-
-def build_model(args, num_labels: int, id2label: dict[int, str]):
-    # The fast paths (SDPA attention, padding removed before the encoder) give the reference
-    # path's numbers at every real position (tests/test_model_math.py), so they are always on.
-    overrides = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout,
-                 "use_sdpa": True, "unpad": True}
-    try:
-        backbone = BertModel.from_pretrained(args.checkpoint, **overrides)
-    except (CheckpointError, FileNotFoundError, ValueError) as e:
-        raise InputError(f"cannot load --checkpoint {args.checkpoint}: {e}") from None
-    backbone.config.id2label = id2label
-    if args.head == "cls":
-        return BertForClassification(backbone, num_labels)
-    model = BertForSequenceClassification(backbone.config, num_labels)
-    model.bert = backbone
-    return model
-
-
-def export(model, path, tokenizer):
-    """Save a plain copy (LoRA adapters merged) in HF's layout."""
-    plain = merge_lora(copy.deepcopy(model))
-    plain.save_pretrained(path, tokenizer=tokenizer)
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -194,11 +44,10 @@ def export(model, path, tokenizer):
 def train(args):
     torch.manual_seed(args.seed)
     args.checkpoint = resolve_checkpoint(args.checkpoint)
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.tf32
+    device = pick_device(args.device)
+    use_tf32(device, args.tf32)
     try:
-        files = split_files(args.data)
+        files = split_files(labelled_folder(args.data))
         train_rows, valid_rows = read_split(files["train"]), read_split(files["valid"])
         tokenizer = load_tokenizer(args.checkpoint)
     except (InputError, DataError, FileNotFoundError) as e:
@@ -208,7 +57,10 @@ def train(args):
         die(f"{files['train']} has a single label {labels}; classification needs at least two")
     label_ids = {y: i for i, y in enumerate(labels)}
     try:
-        model = build_model(args, len(labels), dict(enumerate(labels)))
+        model = build_classifier(args.checkpoint, args.head, len(labels), dict(enumerate(labels)), args.dropout)
+    except (CheckpointError, FileNotFoundError, ValueError) as e:
+        die(f"cannot load --checkpoint {args.checkpoint}: {e}")
+    try:
         vocab = tokenizer.get_vocab_size()
         if vocab > model.bert.config.vocab_size:
             raise InputError(f"the tokenizer in {args.checkpoint} has {vocab} tokens but the model's vocabulary "
@@ -220,24 +72,15 @@ def train(args):
     pad_id = tokenizer.token_to_id("[PAD]") or 0
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
     lr = args.lr if args.lr is not None else DEFAULT_LR[method]
-    if args.lora_rank:
-        for p in model.parameters():
-            p.requires_grad_(False)
-        wrapped = add_lora(model.bert, args.lora_rank, args.lora_alpha, targets=tuple(args.lora_modules.split(",")))
-        for p in model.classifier.parameters():
-            p.requires_grad_(True)
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trainable, lr=lr, weight_decay=args.weight_decay,
-                                      **adamw_kernel(args.fused_adamw))
-        n_trainable = sum(p.numel() for p in trainable)
-    else:
-        optimizer, n_trainable = configure_model(model, args.freeze_encoder, lr, args.weight_decay,
-                                                 args.fused_adamw)
+    wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")))
+    optimizer = adamw(model.parameters(), lr, args.weight_decay, args.fused_adamw)
+    n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     model.to(device)
     n_total = sum(p.numel() for p in model.parameters())
     steps_per_epoch = math.ceil(len(train_data["labels"]) / args.batch_size)
     total_steps = min(args.max_steps or math.inf, steps_per_epoch * args.epochs)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, total_steps))
+    warmup_steps = max(1, int(0.1 * total_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, warmup_steps))
     os.makedirs(args.out, exist_ok=True)
     metrics_path = os.path.join(args.out, "metrics.jsonl")
     open(metrics_path, "w").close()
@@ -252,7 +95,7 @@ def train(args):
     t0 = time.time()
     for epoch in range(1, args.epochs + 1):
         model.train()
-        order = torch.randperm(len(train_data["labels"]), generator=torch.Generator().manual_seed(args.seed * 1000 + epoch))
+        order = epoch_order(len(train_data["labels"]), args.seed, epoch)
         total_loss, seen = 0.0, 0
         bar = tqdm(batches(train_data, args.batch_size, pad_id, order), total=min(steps_per_epoch, total_steps - step),
                    desc=f"epoch {epoch}", disable=args.no_progress, dynamic_ncols=True)
@@ -293,8 +136,7 @@ def train(args):
             break
 
     # the plan is fixed: score the test split once, with the best checkpoint
-    cls = BertForClassification if args.head == "cls" else BertForSequenceClassification
-    final = cls.from_pretrained(best_path).to(device)
+    final = HEADS[args.head].from_pretrained(best_path).to(device)
     try:
         test_data = encode(tokenizer, read_split(files["test"]), label_ids, args.max_length, files["test"])
     except InputError as e:
@@ -378,7 +220,8 @@ def parse_args(argv=None):
     t.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (default: 0.1)")
     t.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
     t.add_argument("--seed", type=int, default=0, help="seed of the head's init, data order and dropout (default: 0)")
-    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
+    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
+                   help="auto picks cuda, then mps, then cpu (default: auto)")
     t.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
                    help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -399,6 +242,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # minibert's info lines, e.g. a head swapped
     args = parse_args(argv)
     return train(args) if args.command == "train" else predict(args)
 

@@ -16,55 +16,19 @@ import os
 import sys
 import unicodedata
 
-from finetune import resolve_checkpoint
-from minibert import BertModel, load_tokenizer
-from minibert.finetune import compare_polysemous_embeddings, word_vector
+import torch
+import torch.nn.functional as F
 
-# (sentence, target word); pairs below index into these
-ENGLISH = {
-    "bank/river": ("We sat on the bank of the river and watched the boats.", "bank"),
-    "bank/money": ("She went to the bank to deposit her salary.", "bank"),
-    "bank/loan": ("The bank approved my loan yesterday.", "bank"),
-    "apple/fruit": ("I ate an apple for lunch.", "apple"),
-    "apple/fruit2": ("This apple is sweet and juicy.", "apple"),
-    "apple/company": ("Apple released a new phone today.", "apple"),
-    "banana/fruit": ("I ate a banana for lunch.", "banana"),
-}
-ENGLISH_PAIRS = [  # (a, b, same sense?)
-    ("bank/money", "bank/loan", "same"), ("bank/river", "bank/money", "different"),
-    ("bank/river", "bank/loan", "different"), ("apple/fruit", "apple/fruit2", "same"),
-    ("apple/fruit", "apple/company", "different"), ("apple/fruit", "banana/fruit", "other word, same kind"),
-]
-CHINESE = {
-    "苹果很好吃": ("苹果很好吃", "苹果"),
-    "苹果发布了新手机": ("苹果发布了新手机", "苹果"),
-    "红富士苹果很甜": ("红富士苹果很甜", "苹果"),
-    "香蕉很好吃": ("香蕉很好吃", "香蕉"),
-}
-CHINESE_PAIRS = [("苹果很好吃", "红富士苹果很甜", "same"), ("苹果很好吃", "苹果发布了新手机", "different"),
-                 ("苹果很好吃", "香蕉很好吃", "other word, same kind")]
+from data.prepare import DataError, fetch_minilm
+from minibert import BertModel, load_tokenizer
+from minibert.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
+from minibert.training import resolve_checkpoint
 
 
 def pad(text: str, width: int) -> str:
     """Left-align in `width` terminal columns (a CJK character takes two)."""
     used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
     return text + " " * max(0, width - used)
-
-
-def table(model_name, model, tokenizer, sentences, pairs) -> list[dict]:
-    def get_bert_embedding(key):
-        sentence, word = sentences[key]
-        return word_vector(model, tokenizer, sentence, word)
-
-    def get_static_embedding(key):
-        sentence, word = sentences[key]
-        return word_vector(model, tokenizer, sentence, word, static=True)
-
-    keyed = [(a, b) for a, b, _ in pairs]
-    contextual = compare_polysemous_embeddings(keyed, get_bert_embedding)
-    static = compare_polysemous_embeddings(keyed, get_static_embedding)
-    return [{"model": model_name, "a": a, "b": b, "sense": sense, "contextual": c, "static": s}
-            for (a, b, sense), c, s in zip(pairs, contextual, static)]
 
 
 def heat_map(model, tokenizer, sentences: dict, png: str, title: str) -> str | None:
@@ -74,9 +38,6 @@ def heat_map(model, tokenizer, sentences: dict, png: str, title: str) -> str | N
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    import torch.nn.functional as F
-    import torch
-
     keys = list(sentences)
     vecs = torch.stack([word_vector(model, tokenizer, *sentences[k]) for k in keys])
     sims = F.cosine_similarity(vecs[:, None, :], vecs[None, :, :], dim=-1)
@@ -104,19 +65,18 @@ def main(argv=None):
     p.add_argument("--out", default="runs/polysemy", help="where the heat map goes (default: runs/polysemy)")
     args = p.parse_args(argv)
     if args.minilm is None:
-        from data.prepare import DataError, fetch_minilm
         try:
             args.minilm = fetch_minilm()
         except DataError as e:
             sys.exit(f"error: {e}")
     os.makedirs(args.out, exist_ok=True)
     minilm, minilm_tok = BertModel.from_pretrained(args.minilm), load_tokenizer(args.minilm)
-    rows = table("MiniLM", minilm, minilm_tok, ENGLISH, ENGLISH_PAIRS)
-    rows += table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)
+    rows = polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH, ENGLISH_PAIRS)
+    rows += polysemy_table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)
     zh = resolve_checkpoint(args.zh_checkpoint)
     if os.path.isfile(os.path.join(zh, "config.json")):
         zh_model, zh_tok = BertModel.from_pretrained(zh), load_tokenizer(zh)
-        rows += table(f"minibert-zh ({os.path.basename(zh)})", zh_model, zh_tok, CHINESE, CHINESE_PAIRS)
+        rows += polysemy_table(f"minibert-zh ({os.path.basename(zh)})", zh_model, zh_tok, CHINESE, CHINESE_PAIRS)
     else:
         print(f"(no Chinese minibert checkpoint at {args.zh_checkpoint}: run "
               f"`python train_mlm.py --corpus zh --out runs/mlm-zh` to add it)\n")

@@ -21,8 +21,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import sys
 import time
 from dataclasses import replace
 
@@ -30,9 +28,10 @@ import torch
 import torch.distributed as dist
 
 from data.prepare import DataError, prepare
-from minibert import BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
-from minibert.data import Blocks, pack_blocks, tokenize_lines, train_wordpiece
-from minibert.finetune import adamw_kernel
+from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
+from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
+from minibert.training import (adamw, autocast, autocast_dtype, die, epoch_order, latest_checkpoint, lr_factor,
+                               pick_device, save_checkpoint, truncate_metrics, use_tf32)
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
 
@@ -92,10 +91,6 @@ def parse_args(argv=None):
 # ---- set-up ---------------------------------------------------------------------------------
 
 
-def die(msg: str):
-    sys.exit(f"error: {msg}")
-
-
 def model_config(args, vocab_size: int) -> BertConfig:
     try:
         config = BertConfig.from_preset(args.preset, vocab_size=vocab_size, use_sdpa=args.sdpa,
@@ -113,25 +108,6 @@ def model_config(args, vocab_size: int) -> BertConfig:
     return config
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        die("--device cuda, but torch sees no CUDA GPU")
-    if name == "mps" and not torch.backends.mps.is_available():
-        die("--device mps, but this torch has no MPS backend")
-    return torch.device(name)
-
-
-def autocast_dtype(name: str, device: torch.device):
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
-    if name == "fp16" and device.type == "cpu":
-        die("--dtype fp16 autocast is for GPUs; on a CPU use bf16 (fast where it has bf16 matrix "
-            "units, e.g. AMX) or fp32")
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
-
-
 def corpus_name(corpus: list[str]) -> tuple[str, list[str] | None]:
     if corpus in (["en"], ["zh"]):
         return corpus[0], None
@@ -145,105 +121,13 @@ def corpus_name(corpus: list[str]) -> tuple[str, list[str] | None]:
     return "text-" + digest.hexdigest()[:12], corpus
 
 
-def load_text(folder: str, split: str) -> list[str]:
-    with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8") as f:
-        return f.read().splitlines()
-
-
-def cached_blocks(folder: str, tokenizer, split: str, seq_len: int) -> Blocks:
-    """Tokenise a split once (cached beside the corpus, keyed by the tokenizer), then pack."""
-    key = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:12]
-    path = os.path.join(folder, "tokens", f"{split}-{key}.pt")
-    if os.path.isfile(path):
-        cached = torch.load(path, weights_only=True)
-    else:
-        ids, starts = tokenize_lines(tokenizer, load_text(folder, split))
-        cached = {"ids": ids, "starts": starts}
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        torch.save(cached, path + ".tmp")
-        os.replace(path + ".tmp", path)
-    ids = cached["ids"]
-    return pack_blocks(ids, cached["starts"], seq_len, tokenizer.token_to_id("[CLS]"),
-                       tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[PAD]"))
-
-
-def tokenizer_for(folder: str, vocab_size: int):
-    path = os.path.join(folder, f"tokenizer-{vocab_size}.json")
-    if not os.path.isfile(path):
-        tok = train_wordpiece(load_text(folder, "train"), vocab_size)
-        tok.save(path + ".tmp")
-        os.replace(path + ".tmp", path)
-    from tokenizers import Tokenizer
-    return Tokenizer.from_file(path)
-
-
-# ---- checkpoints ----------------------------------------------------------------------------
-
-
-def latest_checkpoint(out: str) -> str | None:
-    """The newest `step-*` folder: a folder only gets that name once it is complete."""
-    root = os.path.join(out, "checkpoints")
-    steps = sorted(d for d in os.listdir(root) if d.startswith("step-")) if os.path.isdir(root) else []
-    return os.path.join(root, steps[-1]) if steps else None
-
-
-def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
-    """Write into a temporary folder and rename it into place; `latest` names it for people."""
-    root = os.path.join(out, "checkpoints")
-    name = f"step-{step:06d}"
-    final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, tokenizer=tokenizer)
-    torch.save(state, os.path.join(tmp, "training_state.pt"))
-    if os.path.isdir(final):
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    with open(os.path.join(root, "latest.tmp"), "w", encoding="utf-8") as f:
-        f.write(name + "\n")
-    os.replace(os.path.join(root, "latest.tmp"), os.path.join(root, "latest"))
-    steps = sorted(d for d in os.listdir(root) if d.startswith("step-"))
-    for old in steps[:-keep]:
-        shutil.rmtree(os.path.join(root, old))
-    return final
-
-
-def truncate_metrics(path: str, step: int) -> None:
-    """After a resume from `step`, drop log lines of steps that will be run again."""
-    if not os.path.isfile(path):
-        return
-    with open(path, encoding="utf-8") as f:
-        kept = [line for line in f if json.loads(line)["step"] <= step]
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.writelines(kept)
-    os.replace(path + ".tmp", path)
-
-
 # ---- training -------------------------------------------------------------------------------
-
-
-def lr_factor(step: int, max_steps: int, warmup_steps: int, schedule: str) -> float:
-    """Linear warm-up from 0 to 1, then linear or cosine decay to 0 at max_steps."""
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = (step - warmup_steps) / max(1, max_steps - warmup_steps)
-    return max(0.0, 1.0 - progress) if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-def configure_optimizer(model, lr: float, weight_decay: float, fused: bool = True):
-    """AdamW; weight decay on matrices and embeddings (dim >= 2) only, never biases or LayerNorm.
-    fused=True: PyTorch's fused kernel (same update as foreach; 3-4x faster on a CPU)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.98), eps=1e-6, **adamw_kernel(fused))
 
 
 def global_batch(blocks: Blocks, step: int, size: int, seed: int) -> torch.Tensor:
     """Indices of the blocks of optimizer step `step`: a seeded permutation per epoch."""
-    per_epoch = len(blocks) // size
-    epoch, index = divmod(step, per_epoch)
-    perm = torch.randperm(len(blocks), generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
-    return perm[index * size:(index + 1) * size]
+    epoch, index = divmod(step, len(blocks) // size)
+    return epoch_order(len(blocks), seed, epoch)[index * size:(index + 1) * size]
 
 
 @torch.no_grad()
@@ -257,7 +141,7 @@ def evaluate(model, valid: list[dict], device, amp_dtype, rank: int, world: int)
         b = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, amp_dtype):
             out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"], labels=b["labels"], masked_only=True)
-        targets = b["labels"][b["labels"] != -100]
+        targets = b["labels"][b["labels"] != IGNORE_INDEX]
         n = targets.numel()
         totals += torch.tensor([out.loss.item() * n, n, (out.logits.argmax(-1) == targets).sum().item()],
                                dtype=torch.float64)
@@ -266,12 +150,6 @@ def evaluate(model, valid: list[dict], device, amp_dtype, rank: int, world: int)
     model.train()
     loss = totals[0].item() / totals[1].item()
     return {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0)), "valid_acc": totals[2].item() / totals[1].item()}
-
-
-def autocast(device, dtype):
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def mask_valid(blocks: Blocks, vocab: MaskingVocab, batch_size: int, mask_prob: float) -> list[dict]:
@@ -291,17 +169,8 @@ def unigram_baseline(train: Blocks, valid: list[dict], vocab: MaskingVocab) -> t
     counts = torch.bincount(ids, minlength=max(vocab.special_ids) + 1)
     counts[list(vocab.special_ids)] = 0
     top = int(counts.argmax())
-    targets = torch.cat([b["labels"][b["labels"] != -100] for b in valid])
+    targets = torch.cat([b["labels"][b["labels"] != IGNORE_INDEX] for b in valid])
     return top, (targets == top).float().mean().item()
-
-
-def write_plot(metrics_path: str, png: str) -> str | None:
-    from plot_metrics import plot_metrics
-
-    try:
-        return plot_metrics(metrics_path, png)
-    except ImportError:  # matplotlib is an optional extra
-        return None
 
 
 def report(s: dict, metrics_path: str) -> None:
@@ -310,8 +179,7 @@ def report(s: dict, metrics_path: str) -> None:
           f"{s['valid_acc']:.3f} (unigram baseline, always {s['unigram_token']!r}: {s['unigram_baseline_acc']:.3f})")
     if s["tokens_per_s"]:
         print(f"trained {s['steps_this_run']} steps in {s['wall_s'] / 60:.1f} min, {s['tokens_per_s']:,.0f} tokens/s")
-    print(f"loss plot: {s['loss_plot']}" if s["loss_plot"] else
-          f"loss plot: pip install matplotlib, then python plot_metrics.py {metrics_path}")
+    print(f"loss curves: python plot_metrics.py {metrics_path}")
 
 
 def main(argv=None):
@@ -326,9 +194,7 @@ def main(argv=None):
     rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
     main_process = rank == 0
     amp_dtype = autocast_dtype(args.dtype, device)
-    if device.type == "cuda":
-        # fp32 matrix products in TF32 on tensor cores (10-bit mantissa); no effect on a CPU
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.tf32
+    use_tf32(device, args.tf32)
     for name in ("max_steps", "batch_size", "grad_accum", "eval_every", "log_every", "save_every", "keep", "vocab_size"):
         if getattr(args, name) < 1:
             die(f"--{name.replace('_', '-')} must be at least 1")
@@ -343,9 +209,9 @@ def main(argv=None):
         dist.barrier()  # wait until rank 0 has filled the caches
     try:
         folder = prepare(name, files, root)
-        tokenizer = tokenizer_for(folder, args.vocab_size)
-        train_blocks = cached_blocks(folder, tokenizer, "train", args.seq_len)
-        valid_blocks = cached_blocks(folder, tokenizer, "valid", args.seq_len)
+        tokenizer = corpus_tokenizer(folder, args.vocab_size)
+        train_blocks = corpus_blocks(folder, tokenizer, "train", args.seq_len)
+        valid_blocks = corpus_blocks(folder, tokenizer, "valid", args.seq_len)
     except (DataError, ValueError) as e:
         die(str(e))
     if ddp and main_process:
@@ -379,10 +245,10 @@ def main(argv=None):
         torch.manual_seed(args.seed)
         model = BertForMaskedLM(config)
     model.to(device)
-    optimizer = configure_optimizer(model, args.lr, args.weight_decay, args.fused_adamw)
+    optimizer = adamw(model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=(0.9, 0.98), eps=1e-6)
     warmup_steps = max(1, int(args.warmup * args.max_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: lr_factor(s, args.max_steps, warmup_steps, args.schedule))
+        optimizer, lambda step: lr_factor(step, args.max_steps, warmup_steps, args.schedule))
     masker = torch.Generator().manual_seed(args.seed)
     if resumed_from:
         state = torch.load(os.path.join(resumed_from, "training_state.pt"), weights_only=True)
@@ -449,13 +315,13 @@ def main(argv=None):
         types = train_blocks.token_type_ids[rows]
         x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id,
                                    vocab.ordinary_token_ids, masker, args.mask_prob)
-        n_global = int((y != -100).sum())
+        n_global = int((y != IGNORE_INDEX).sum())
         loss_sum = torch.zeros((), dtype=torch.float64)
         for micro in range(args.grad_accum):
             lo = (micro * world + rank) * args.batch_size
             part = slice(lo, lo + args.batch_size)
             yb = y[part].to(device)
-            n_micro = int((yb != -100).sum())
+            n_micro = int((yb != IGNORE_INDEX).sum())
             sync = micro == args.grad_accum - 1 or not ddp
             with (contextlib.nullcontext() if sync else ddp_model.no_sync()), autocast(device, amp_dtype):
                 out = train_model(x[part].to(device), attn[part].to(device), types[part].to(device),
@@ -506,8 +372,7 @@ def main(argv=None):
             wall = time.time() - t0
             summary = {**last, "unigram_baseline_acc": baseline_acc, "unigram_token": tokenizer.id_to_token(top_token),
                        "checkpoint": path, "steps": args.max_steps, "steps_this_run": args.max_steps - start,
-                       "wall_s": wall, "tokens_per_s": tokens_seen / wall if tokens_seen else None,
-                       "loss_plot": write_plot(metrics_path, os.path.join(args.out, "loss.png"))}
+                       "wall_s": wall, "tokens_per_s": tokens_seen / wall if tokens_seen else None}
             with open(summary_path, "w", encoding="utf-8") as f:
                 json.dump(summary, f, indent=2)
         with open(summary_path, encoding="utf-8") as f:

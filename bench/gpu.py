@@ -1,7 +1,7 @@
 """bert-base pretraining steps on one GPU, bf16: minibert vs transformers, side by side.
 
-    python3 bench/gpu.py                # about 2 minutes on an H200
-    python3 bench/gpu.py --compile      # torch.compile both models first (adds compile time)
+    python -m bench.gpu                # about 2 minutes on an H200
+    python -m bench.gpu --compile      # torch.compile both models first (adds compile time)
 
 Both models are built from the bert-base config (12/768/12, vocab 30,522) and hold the same
 weights; each step is forward, backward and fused AdamW under bf16 autocast with TF32 on, on
@@ -12,7 +12,7 @@ safetensors and transformers alone. minibert runs SDPA attention and the vocabul
 at the masked positions only; transformers runs its defaults (SDPA, dense MLM head).
 
 Reports tokens/s, peak GPU memory (torch.cuda.max_memory_allocated) and MFU: the FLOPs the
-step needs (bench/pretrain_step.py's useful_flops) over the step time, against the bf16 matmul
+step needs (bench/common.py's useful_flops) over the step time, against the bf16 matmul
 throughput measured here on an 8192^3 product and against the chip's datasheet peak (--peak-tflops,
 989 for an H100/H200 SXM, dense bf16). One JSON line at the end. A benchmark, not a test.
 """
@@ -21,18 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 
 import torch
+import transformers
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import transformers  # noqa: E402
-from pretrain_step import hf_twin, useful_flops  # noqa: E402
-
-from minibert import BertConfig, BertForMaskedLM, mask_batch  # noqa: E402
+from bench.common import hf_twin, useful_flops
+from minibert import BertConfig, BertForMaskedLM, mask_batch
 
 CLS, SEP, MASK = 101, 102, 103  # the uncased BERT vocabulary's ids
 

@@ -1,6 +1,6 @@
 """Inference (sequences/s) of the MiniLM configuration, minibert vs transformers, side by side.
 
-    python bench/inference.py
+    python -m bench.inference
 
 The real MiniLM weights in both implementations (eval mode, no grad, SDPA attention in both),
 batch 32 of real sentences of variable length padded to 128 (~27% real tokens). minibert runs
@@ -10,20 +10,15 @@ with unpad=True: the padding is removed before the encoder. A benchmark, not a t
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import sys
 import time
 
 import torch
+import transformers
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import transformers  # noqa: E402
-
-from data.prepare import fetch_minilm  # noqa: E402
-from minibert import BertModel  # noqa: E402
-from pretrain_step import real_batches  # noqa: E402
+from bench.common import real_batches
+from data.prepare import fetch_minilm
+from minibert import BertModel
 
 
 def main(steps: int = 12, warmup: int = 3):

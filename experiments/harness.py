@@ -1,4 +1,4 @@
-"""What every controlled comparison shares (issue 5; SPEC S29-S32): the data, held fixed once;
+"""What every controlled comparison shares (S29-S32, docs/spec.md): the data, held fixed once;
 padding and truncation; the training loop; and the meters every row reports (S32).
 
 Held equal across the methods of a study: the labelled splits (one seeded subsample, the same
@@ -16,20 +16,18 @@ import os
 import statistics
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from data.prepare import fetch_minilm  # noqa: E402
-from finetune import lr_factor, macro_f1, read_split, resolve_checkpoint, split_files  # noqa: E402
-from minibert import BertForClassification, BertModel, load_tokenizer  # noqa: E402
-from minibert.lora import add_lora  # noqa: E402
-from minibert.model import init_weights  # noqa: E402
+from data.prepare import fetch_minilm, labelled_folder
+from minibert import BertForClassification, BertModel, load_tokenizer
+from minibert.classification import set_trainable
+from minibert.labelled import pad_batch, read_split, split_files, truncate
+from minibert.model import init_weights
+from minibert.training import adamw, epoch_order, lr_factor, resolve_checkpoint
 
 # ---- data -----------------------------------------------------------------------------------
 
@@ -52,7 +50,7 @@ class Task:
 
     @classmethod
     def load(cls, n_train: int, n_valid: int, n_test: int) -> "Task":
-        files = split_files("en")
+        files = split_files(labelled_folder("en"))
         raw = {s: read_split(files[s]) for s in ("train", "valid", "test")}
         names = sorted({label for _, label in raw["train"]})
         ids = {name: i for i, name in enumerate(names)}
@@ -93,28 +91,14 @@ class Encoder:
         return enc
 
     def backbone(self, unpad: bool = True, dropout: float = 0.1) -> BertModel:
-        with warnings.catch_warnings():  # the MLM head dropped, a pooler added: expected, and unused here
-            warnings.filterwarnings("ignore", message=r"BertModel.from_pretrained.*dropped the task head")
-            return BertModel.from_pretrained(self.path, use_sdpa=True, unpad=unpad, hidden_dropout_prob=dropout,
-                                             attention_probs_dropout_prob=dropout)
-
-
-def truncate(ids: list[int], max_length: int) -> list[int]:
-    """[CLS] w1 ... wn [SEP] cut to max_length tokens, keeping the final [SEP] (HF's truncation)."""
-    return ids if len(ids) <= max_length else ids[:max_length - 1] + ids[-1:]
+        return BertModel.from_pretrained(self.path, use_sdpa=True, unpad=unpad, hidden_dropout_prob=dropout,
+                                         attention_probs_dropout_prob=dropout)
 
 
 def pad(seqs: list[list[int]], pad_id: int, max_length: int, padding: str):
-    """(ids, attention_mask), each (B, T): T is the longest truncated row ("dynamic") or
-    max_length ("global")."""
-    rows = [truncate(s, max_length) for s in seqs]
-    T = max(len(r) for r in rows) if padding == "dynamic" else max_length
-    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), T), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r)
-        mask[i, :len(r)] = 1
-    return ids, mask
+    """(ids, attention_mask), each (B, T): rows truncated to max_length, T the longest of them
+    ("dynamic") or max_length ("global")."""
+    return pad_batch([truncate(s, max_length) for s in seqs], pad_id, max_length if padding == "global" else None)
 
 
 def token_counts(seqs: list[list[int]], batch_size: int, max_length: int, padding: str) -> dict:
@@ -138,7 +122,7 @@ def training_order(n: int, updates: int, batch_size: int, seed: int) -> list[lis
     order: list[int] = []
     epoch = 0
     while len(order) < updates * batch_size:
-        order += torch.randperm(n, generator=torch.Generator().manual_seed(1000 * seed + epoch)).tolist()
+        order += epoch_order(n, seed, epoch).tolist()
         epoch += 1
     return [order[u * batch_size:(u + 1) * batch_size] for u in range(updates)]
 
@@ -220,10 +204,6 @@ def median_time(fn, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def scores(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> dict:
-    return {"acc": (pred == gold).float().mean().item(), "macro_f1": macro_f1(pred, gold, num_labels)}
-
-
 # ---- the neural methods ---------------------------------------------------------------------
 
 
@@ -241,10 +221,11 @@ class Budget:
 
 
 def train_loop(params, forward, batches, lr: float) -> tuple[float, float]:
-    """AdamW (fused, weight decay 0.01) over `batches`: forward(batch) -> loss. Returns the time
-    and the last loss."""
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, fused=True)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, len(batches)))
+    """AdamW (fused, weight decay 0.01 on matrices) over `batches`, warm-up over the first 10% of
+    them, then linear decay: forward(batch) -> loss. Returns the time and the last loss."""
+    optimizer = adamw(params, lr, weight_decay=0.01)
+    warmup = max(1, int(0.1 * len(batches)))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, len(batches), warmup))
     t0 = time.perf_counter()
     loss = torch.tensor(float("nan"))
     for batch in batches:
@@ -266,13 +247,8 @@ class FineTuned:
         torch.manual_seed(seed)
         self.encoder = encoder
         self.model = BertForClassification(encoder.backbone(unpad=unpad), 2)
-        self.lora_modules: list[str] = []
-        if lora_rank:
-            for p in self.model.parameters():
-                p.requires_grad_(False)
-            self.lora_modules = add_lora(self.model.bert, lora_rank, targets=lora_targets)
-            for p in self.model.classifier.parameters():
-                p.requires_grad_(True)
+        self.lora_modules = set_trainable(self.model, "lora" if lora_rank else "full", lora_rank,
+                                          lora_targets=lora_targets)
 
     def params(self) -> tuple[int, int]:
         ps = list(self.model.parameters())

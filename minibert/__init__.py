@@ -2,7 +2,7 @@
 
 from .checkpoint import CheckpointError, load_tokenizer
 from .config import PRESETS, BertConfig
-from .finetune import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
+from .exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
 from .loss import IGNORE_INDEX, NoMaskedTokensError, mlm_loss
 from .masking import MaskingError, MaskingVocab, mask_batch, random_mask_tokens
 from .model import (
@@ -10,7 +10,7 @@ from .model import (
     BertForMaskedLM,
     BertForSequenceClassification,
     BertModel,
-    BertOutput,
+    EncoderOutput,
     MaskedLMOutput,
     SequenceClassifierOutput,
 )
@@ -18,7 +18,7 @@ from .model import (
 __all__ = [
     "BertConfig", "PRESETS",
     "BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForClassification",
-    "BertOutput", "MaskedLMOutput", "SequenceClassifierOutput",
+    "EncoderOutput", "MaskedLMOutput", "SequenceClassifierOutput",
     "mask_batch", "random_mask_tokens", "MaskingVocab", "MaskingError",
     "mlm_loss", "NoMaskedTokensError", "IGNORE_INDEX",
     "CheckpointError", "load_tokenizer",

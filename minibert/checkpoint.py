@@ -14,24 +14,27 @@ CheckpointError listing all of them. The documented exceptions:
 - a model without a pooler (BertForMaskedLM, as in HF) skips a checkpoint's pooler;
 - `BertModel.from_pretrained` takes the encoder out of any task checkpoint: the head's
   tensors are dropped, and a pooler the checkpoint lacks (MLM checkpoints have none) is
-  freshly initialised; both are named in a warning.
+  freshly initialised. Both are expected when starting a classifier from a pretrained
+  checkpoint, so they are logged as one info line (logger "minibert"), not warned about.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import re
 import struct
 import sys
-import warnings
 from dataclasses import replace
 
 import torch
 from safetensors.torch import load_file
 
 from .config import BertConfig
+
+logger = logging.getLogger("minibert")
 
 # The one name-mapping table: our state-dict names -> HF's, first matching rule wins.
 # (Embeddings and classifier names are HF's own and need no rule.)
@@ -135,7 +138,7 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
             if hf_name in state:
                 own[ours].copy_(state[hf_name])
     if notes:
-        warnings.warn(f"{type(model).__name__}.from_pretrained({source}): " + "; ".join(notes), stacklevel=3)
+        logger.info(f"{type(model).__name__}.from_pretrained({source}): " + "; ".join(notes))
 
 
 _SAFETENSORS_DTYPES = {
@@ -195,6 +198,11 @@ class Pretrained:
     """from_pretrained / save_pretrained for every model class, in HF's folder layout."""
 
     hf_architecture: str
+
+    @property
+    def base_model(self):
+        """The encoder (HF's name): `self.bert` in a model with a head, the model itself otherwise."""
+        return getattr(self, "bert", self)
 
     @classmethod
     def _from_config(cls, config: BertConfig):

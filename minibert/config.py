@@ -2,9 +2,10 @@
 
 The fields and their defaults are those of bert-base-uncased, so a `config.json` written
 by `transformers` reads back into the same model and ours loads in `transformers`.
-Two fields are minibert's own run-time switches (`use_sdpa`, `unpad`); `transformers`
-keeps unknown keys as plain attributes, so writing them is harmless. `id2label` is HF's label table of a
-classification checkpoint (its length is the number of labels).
+`id2label` is HF's label table of a classification checkpoint (its length is the number of
+labels). Two fields are minibert's own run-time switches (`use_sdpa`, `unpad`): they pick a
+code path, not a model, so they are never written into config.json, and a config.json that
+has them (older minibert checkpoints) loads with them ignored.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
+
+import torch.nn.functional as F
 
 # Keys that `transformers` writes into config.json as bookkeeping or for model families
 # other than BERT. They do not change a BERT encoder, so reading them is silent.
@@ -26,8 +29,17 @@ _HF_BOOKKEEPING_KEYS = frozenset({
     "_name_or_path", "finetuning_task",
 })
 
-# hidden_act values the model implements (see minibert.model.ACTIVATIONS).
-SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu")
+# Run-time switches: fields of BertConfig that choose a code path and are never saved.
+RUNTIME_SWITCHES = ("use_sdpa", "unpad")
+
+# hidden_act (HF's names) -> the function the model applies.
+ACTIVATIONS = {
+    "gelu": F.gelu,  # exact: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), BERT's and HF's
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+}
 
 
 @dataclass
@@ -73,10 +85,10 @@ class BertConfig:
             raise ValueError(
                 f"BertConfig.pad_token_id ({self.pad_token_id}) must be a token id below "
                 f"vocab_size ({self.vocab_size})")
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+        if self.hidden_act not in ACTIVATIONS:
             raise ValueError(
                 f"BertConfig.hidden_act {self.hidden_act!r} is not supported; "
-                f"choose one of {SUPPORTED_ACTIVATIONS}")
+                f"choose one of {tuple(ACTIVATIONS)}")
         if self.position_embedding_type != "absolute":
             raise ValueError(
                 f"BertConfig.position_embedding_type {self.position_embedding_type!r} is not "
@@ -105,7 +117,10 @@ class BertConfig:
     # ---- HF config.json ----------------------------------------------------------------
 
     def to_dict(self) -> dict:
+        """HF's config.json fields; the run-time switches are left out."""
         d = dataclasses.asdict(self)
+        for name in RUNTIME_SWITCHES:
+            del d[name]
         d["model_type"] = "bert"
         if self.id2label is None:
             del d["id2label"]
@@ -116,9 +131,11 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "BertConfig":
-        """Build from a HF-style dict. Unknown keys are ignored with ONE warning naming them."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS)
+        """Build from a HF-style dict. Unknown keys are ignored with ONE warning naming them;
+        saved run-time switches are ignored silently (the caller chooses the code path)."""
+        names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_SWITCHES)
+        unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS
+                         and k not in RUNTIME_SWITCHES)
         if unknown:
             warnings.warn(f"BertConfig: ignoring unknown config keys {unknown}", stacklevel=2)
         return cls(**{k: v for k, v in d.items() if k in names})
@@ -158,4 +175,4 @@ PRESETS: dict[str, tuple[int, int, int]] = {
     "bert-base": (12, 768, 12),
 }
 
-__all__ = ["BertConfig", "PRESETS"]
+__all__ = ["ACTIVATIONS", "BertConfig", "PRESETS"]

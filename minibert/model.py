@@ -12,8 +12,8 @@ Deliberate differences, none of which changes a number:
   tie cannot come undone and the state dict has no alias to drop;
 - `masked_only=True` projects onto the vocabulary only at the N labelled positions;
 - attention probabilities are returned before attention dropout;
-- `unpad=True` runs every Linear, LayerNorm and GELU on the real tokens only (attention on a
-  zero-padded grid): real positions get the same numbers, padding positions come back as 0.
+- `unpad=True` (minibert/unpad.py) runs every Linear, LayerNorm and GELU on the real tokens
+  only: real positions get the same numbers, padding positions come back as 0.
 """
 
 from __future__ import annotations
@@ -27,16 +27,9 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from .checkpoint import Pretrained
-from .config import BertConfig
+from .config import ACTIVATIONS, BertConfig
 from .loss import IGNORE_INDEX, mlm_loss
 
-ACTIVATIONS = {
-    "gelu": F.gelu,  # exact: x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), BERT's and HF's
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-}
 
 
 def sum_embeddings(*parts: torch.Tensor) -> torch.Tensor:
@@ -56,13 +49,17 @@ def sum_embeddings(*parts: torch.Tensor) -> torch.Tensor:
     return total
 
 
-def additive_mask(keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(B, 1, 1, T) 1 = attend, 0 = padding  ->  0 / finfo(dtype).min, added to the scores.
+def additive_mask(attention_mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """(B, T) 1 = attend, 0 = padding  ->  (B, 1, 1, T) 0 / finfo.min, added to every head's scores.
 
     finfo.min, not -inf: a row whose keys are all padding softmaxes to a uniform (finite)
     distribution instead of NaN, and exp(min - max) is exactly 0 for padding keys otherwise.
+    The dtype is that of the attention scores: autocast's when it is on, else x's.
     """
-    return (1.0 - keep.to(dtype)) * torch.finfo(dtype).min
+    device = x.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+    keep = attention_mask[:, None, None, :].to(dtype)  # (B, 1, 1, T)
+    return (1.0 - keep) * torch.finfo(dtype).min
 
 
 class BertEmbeddings(nn.Module):
@@ -75,49 +72,17 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(C, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
-              position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """token + segment + position (S1), before LayerNorm: (B, T) -> (B, T, C).
-
-        position_ids default to 0..T-1 in every row; the unpadded path passes the N real
-        tokens' own (N,) ids, segments and positions and gets (N, C)."""
-        if position_ids is None:
-            position_ids = torch.arange(input_ids.shape[-1], device=input_ids.device)  # (T,)
-        return sum_embeddings(self.word_embeddings(input_ids),             # (B, T, C)
-                              self.token_type_embeddings(token_type_ids),  # (B, T, C)
-                              self.position_embeddings(position_ids))      # (T, C), same for every row
-
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        return self.dropout(self.LayerNorm(self.embed(input_ids, token_type_ids, position_ids)))  # (B, T, C)
+        """token + segment + position (S1), then LayerNorm and dropout: (B, T) ids -> (B, T, C).
 
-
-@dataclass
-class Unpadded:
-    """Where the N real tokens of a (B, T) batch sit: row and column of each, in row-major order.
-
-    Token-wise layers (Linear, LayerNorm, GELU, dropout) run on the (N, C) real tokens alone;
-    attention needs the (B, T) grid back, so `pad` scatters into zeros and `unpad` gathers."""
-
-    rows: torch.Tensor  # (N,)
-    cols: torch.Tensor  # (N,)
-    B: int
-    T: int
-
-    @classmethod
-    def from_mask(cls, attention_mask: torch.Tensor) -> "Unpadded":
-        rows, cols = attention_mask.bool().nonzero(as_tuple=True)  # (N,), (N,)
-        T = int(cols.max()) + 1 if cols.numel() else 1            # columns no row uses are dropped
-        return cls(rows, cols, attention_mask.shape[0], T)
-
-    def pad(self, x: torch.Tensor) -> torch.Tensor:
-        """(N, C) -> (B, T, C), zeros at padding positions."""
-        grid = x.new_zeros(self.B, self.T, x.shape[-1])
-        return grid.index_put((self.rows, self.cols), x)
-
-    def unpad(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T', C) with T' >= T -> (N, C)."""
-        return x[self.rows, self.cols]
+        position_ids (HF's argument) default to 0..T-1 in every row."""
+        if position_ids is None:
+            position_ids = torch.arange(input_ids.shape[-1], device=input_ids.device)  # (T,)
+        x = sum_embeddings(self.word_embeddings(input_ids),             # (B, T, C)
+                           self.token_type_embeddings(token_type_ids),  # (B, T, C)
+                           self.position_embeddings(position_ids))      # (T, C), the same for every row
+        return self.dropout(self.LayerNorm(x))                          # (B, T, C)
 
 
 class SelfAttention(nn.Module):
@@ -134,23 +99,22 @@ class SelfAttention(nn.Module):
         self.output = nn.Linear(C, C)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor, return_probs: bool = False,
-                packed: Unpadded | None = None):
-        """x (B, T, C), keep (B, 1, 1, T) -> (B, T, C), and probs (B, H, T, T) or None.
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, return_probs: bool = False):
+        """x (B, T, C), mask (B, 1, 1, T) additive -> (B, T, C), and probs (B, H, T, T) or None."""
+        q, k, v = self.query(x), self.key(x), self.value(x)        # (B, T, C) each
+        context, probs = self.attend(q, k, v, mask, return_probs)  # (B, T, C)
+        return self.output(context), probs
 
-        With `packed`, x is the (N, C) real tokens: the projections run on them alone, and
-        only the attention itself sees the (B, T) grid."""
-        q, k, v = self.query(x), self.key(x), self.value(x)  # (B, T, C), or (N, C) if packed
-        if packed is not None:
-            q, k, v = packed.pad(q), packed.pad(k), packed.pad(v)  # (B, T, C)
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+               return_probs: bool = False):
+        """The attention itself, H heads of size D side by side in C: (B, T, C) x 3 -> (B, T, C)."""
         q = rearrange(q, "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
         k = rearrange(k, "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
         v = rearrange(v, "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
-        mask = additive_mask(keep, q.dtype)                                  # (B, 1, 1, T)
         if self.use_sdpa and not return_probs:
-            # Fast path, same math: given the same float mask, no boolean-mask inversion.
+            # fast path: the same math in one fused kernel, given the same additive mask
             p = self.dropout.p if self.training else 0.0
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, T, D)
             probs = None
         else:
             D = q.shape[-1]
@@ -158,10 +122,7 @@ class SelfAttention(nn.Module):
             scores = scores + mask                           # padding keys -> finfo.min
             probs = scores.softmax(dim=-1)                   # (B, H, T, T), rows sum to 1
             context = self.dropout(probs) @ v                # (B, H, T, D)
-        context = rearrange(context, "b h t d -> b t (h d)")  # (B, T, C): heads side by side
-        if packed is not None:
-            context = packed.unpad(context)                     # (N, C)
-        return self.output(context), probs
+        return rearrange(context, "b h t d -> b t (h d)"), probs  # (B, T, C): heads side by side
 
 
 class BertLayer(nn.Module):
@@ -178,14 +139,16 @@ class BertLayer(nn.Module):
         self.output_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, keep: torch.Tensor, return_probs: bool = False,
-                packed: Unpadded | None = None):
-        """x (B, T, C), or the (N, C) real tokens with `packed`: all but attention is token-wise."""
-        a, probs = self.attention(x, keep, return_probs, packed)      # (B, T, C)
-        x = self.attention_norm(x + self.dropout(a))                  # (B, T, C)
-        h = self.act(self.intermediate(x))                            # (B, T, I)
-        x = self.output_norm(x + self.dropout(self.output(h)))       # (B, T, C)
-        return x, probs
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, return_probs: bool = False):
+        """x (B, T, C), mask (B, 1, 1, T) -> (B, T, C), and probs (B, H, T, T) or None."""
+        a, probs = self.attention(x, mask, return_probs)  # (B, T, C)
+        return self.add_and_feed_forward(x, a), probs     # (B, T, C)
+
+    def add_and_feed_forward(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """Everything after attention works token by token: x, a (..., C) -> (..., C)."""
+        x = self.attention_norm(x + self.dropout(a))              # (..., C)
+        h = self.act(self.intermediate(x))                        # (..., I)
+        return self.output_norm(x + self.dropout(self.output(h)))  # (..., C)
 
 
 @torch.no_grad()
@@ -205,7 +168,7 @@ def init_weights(module: nn.Module, std: float) -> None:
 
 
 @dataclass
-class BertOutput:
+class EncoderOutput:
     last_hidden_state: torch.Tensor          # (B, T, C)
     pooler_output: torch.Tensor | None       # (B, C); None without a pooler
     attentions: tuple[torch.Tensor, ...] | None = None  # L x (B, H, T, T)
@@ -237,42 +200,32 @@ class BertModel(Pretrained, nn.Module):
         self.apply(lambda m: init_weights(m, config.initializer_range))
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
-                output_attentions: bool = False) -> BertOutput:
+                output_attentions: bool = False) -> EncoderOutput:
+        """input_ids, attention_mask (1 = real token), token_type_ids: (B, T)."""
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         self._check_inputs(input_ids, attention_mask, token_type_ids)
         if self.config.unpad and not output_attentions and not attention_mask.bool().all():
-            return self._forward_unpadded(input_ids, attention_mask, token_type_ids)
-        keep = attention_mask.bool()[:, None, None, :]               # (B, 1, 1, T)
+            from .unpad import forward_unpadded  # the fast path, in its own module: same numbers at real positions
+            x = forward_unpadded(self, input_ids, attention_mask, token_type_ids)  # (B, T, C)
+            return EncoderOutput(x, self.pool(x))
         x = self.embeddings(input_ids, token_type_ids)                # (B, T, C)
+        mask = additive_mask(attention_mask, x)                       # (B, 1, 1, T), once for all layers
         attentions = []
         for layer in self.layers:
-            x, probs = layer(x, keep, output_attentions)              # (B, T, C)
+            x, probs = layer(x, mask, output_attentions)              # (B, T, C)
             attentions.append(probs)
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, C)
-        return BertOutput(x, pooled, tuple(attentions) if output_attentions else None)
+        return EncoderOutput(x, self.pool(x), tuple(attentions) if output_attentions else None)
 
-    def _forward_unpadded(self, input_ids, attention_mask, token_type_ids) -> BertOutput:
-        """The fast path behind config.unpad: padding is removed before the embeddings.
-
-        A padding position changes nothing at a real one (S5), so the N real tokens are taken
-        out once and every token-wise layer runs on (N, C) instead of (B, T, C); on sentences
-        padded to 128 that is often a quarter of the work. The hidden state comes back on the
-        (B, T) grid with zeros at padding positions."""
-        packed = Unpadded.from_mask(attention_mask)
-        rows, cols = packed.rows, packed.cols
-        keep = attention_mask.bool()[:, None, None, :packed.T]       # (B, 1, 1, T')
-        x = self.embeddings(input_ids[rows, cols], token_type_ids[rows, cols], cols)  # (N, C)
-        for layer in self.layers:
-            x, _ = layer(x, keep, packed=packed)                      # (N, C)
-        T = input_ids.shape[1]
-        x = Unpadded(rows, cols, packed.B, T).pad(x)                  # (B, T, C)
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, C)
-        return BertOutput(x, pooled)
+    def pool(self, x: torch.Tensor) -> torch.Tensor | None:
+        """tanh(Linear(h_[CLS])): (B, T, C) -> (B, C); None without a pooler."""
+        return torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
 
     def _check_inputs(self, input_ids, attention_mask, token_type_ids) -> None:
+        """Shapes always; id ranges only on a CPU, where reading a value costs no device sync
+        (on a GPU an out-of-range id stops the embedding lookup itself)."""
         cfg = self.config
         if input_ids.dim() != 2 or input_ids.dtype.is_floating_point or input_ids.numel() == 0:
             raise ValueError(f"input_ids must be a non-empty (B, T) tensor of token ids, got "
@@ -280,16 +233,16 @@ class BertModel(Pretrained, nn.Module):
         if input_ids.shape[1] > cfg.max_position_embeddings:
             raise ValueError(f"sequence length {input_ids.shape[1]} exceeds "
                              f"max_position_embeddings ({cfg.max_position_embeddings})")
+        if attention_mask.shape != input_ids.shape:
+            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, "
+                             f"input_ids {tuple(input_ids.shape)}")
         for name, t, limit in (("input_ids", input_ids, cfg.vocab_size),
                                ("token_type_ids", token_type_ids, cfg.type_vocab_size)):
             if t.shape != input_ids.shape:
                 raise ValueError(f"{name} has shape {tuple(t.shape)}, input_ids {tuple(input_ids.shape)}")
-            if t.min() < 0 or t.max() >= limit:
+            if t.device.type == "cpu" and (t.min() < 0 or t.max() >= limit):
                 raise ValueError(f"{name} must lie in [0, {limit}); got values from "
                                  f"{int(t.min())} to {int(t.max())}")
-        if attention_mask.shape != input_ids.shape:
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, "
-                             f"input_ids {tuple(input_ids.shape)}")
 
 
 class MLMHead(nn.Module):

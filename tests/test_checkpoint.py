@@ -1,6 +1,10 @@
 """save_pretrained / from_pretrained: HF's folder layout, strict loading, atomic writes."""
 
+import json
+import logging
 import os
+import re
+import warnings
 
 import pytest
 import torch
@@ -124,12 +128,18 @@ def test_bin_with_tied_aliases_and_skipped_tensors_loads(tmp_path, batch):
         BertForMaskedLM.from_pretrained(tmp_path)
 
 
-def test_backbone_from_an_mlm_checkpoint_names_what_it_dropped_and_initialised(tmp_path, batch):
+def test_backbone_from_an_mlm_checkpoint_names_what_it_dropped_and_initialised(tmp_path, batch, caplog):
+    """Taking the encoder out of an MLM checkpoint is expected: one info line (not a warning)
+    names the head's tensors dropped and the pooler initialised."""
     ids, mask, types = batch
     mlm = perturb_(BertForMaskedLM(tiny_config())).eval()
     mlm.save_pretrained(tmp_path)
-    with pytest.warns(UserWarning, match=r"dropped the task head's tensors \['cls.predictions.bias'.*new pooler"):
-        bert = BertModel.from_pretrained(tmp_path).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with caplog.at_level(logging.INFO, logger="minibert"):
+            bert = BertModel.from_pretrained(tmp_path).eval()
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
+    assert re.search(r"dropped the task head's tensors \['cls.predictions.bias'.*new pooler", caplog.text)
     assert torch.equal(bert(ids, mask, types).last_hidden_state, mlm.bert(ids, mask, types).last_hidden_state)
     with pytest.raises(CheckpointError, match="missing from the checkpoint"):
         BertForSequenceClassification.from_pretrained(tmp_path)
@@ -171,10 +181,21 @@ def test_an_interrupted_save_leaves_the_old_checkpoint_intact(tmp_path, monkeypa
 
 
 def test_config_overrides_on_load(tmp_path, batch):
-    """from_pretrained(path, use_sdpa=True) switches the attention path, same numbers."""
+    """from_pretrained(path, use_sdpa=True) switches the attention path, same numbers. The
+    run-time switches are not written into config.json, and an older config.json that has them
+    still loads, with the switches left to the caller."""
     ids, mask, types = batch
+    BertModel(tiny_config(use_sdpa=True, unpad=True)).save_pretrained(tmp_path / "switches")
+    saved = json.loads((tmp_path / "switches" / "config.json").read_text())
+    assert "use_sdpa" not in saved and "unpad" not in saved
     model = perturb_(BertModel(tiny_config())).eval()
     model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "use_sdpa": True, "unpad": True}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # known keys: no "unknown key" warning
+        plain = BertModel.from_pretrained(tmp_path)
+    assert not plain.config.use_sdpa and not plain.config.unpad
     fast = BertModel.from_pretrained(tmp_path, use_sdpa=True).eval()
     assert fast.config.use_sdpa
     assert_close(fast(ids, mask, types).last_hidden_state, model(ids, mask, types).last_hidden_state,

@@ -1,22 +1,18 @@
-"""experiments/compare.py: the controlled comparisons of S29-S32 (issue 5)."""
+"""experiments/compare.py: the controlled comparisons of S29-S32."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+from experiments import compare
+from experiments.bow import BagOfWords
+from experiments.harness import Budget, Encoder, FineTuned, FrozenFeatures, Task, pad, token_counts
 
-import compare  # noqa: E402
-from bow import BagOfWords  # noqa: E402
-from harness import (Budget, Encoder, FineTuned, FrozenFeatures, Task, pad, token_counts,  # noqa: E402
-                     truncate)
-
-from conftest import assert_close, perturb_  # noqa: E402
-from data.prepare import fetch_minilm  # noqa: E402
-from minibert import BertConfig, BertModel, load_tokenizer  # noqa: E402
+from conftest import assert_close, perturb_
+from data.prepare import fetch_minilm
+from minibert import BertConfig, BertModel, load_tokenizer
+from minibert.labelled import truncate
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Corpora, tokenizer and packing (issue: pretraining; SPEC design card)."""
+"""Corpora, tokenizer and packing (the pretraining data; docs/pretraining.md)."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from data import prepare as prep
-from minibert.data import SPECIAL_TOKENS, pack_blocks, tokenize_lines, train_wordpiece
+from minibert.text import SPECIAL_TOKENS, pack_blocks, tokenize_lines, train_wordpiece
 
 CLS, SEP, PAD = 2, 3, 0
 

@@ -10,8 +10,9 @@ import transformers
 
 import finetune
 from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel
-from minibert.data import train_wordpiece
-from minibert.finetune import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
+from minibert.exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
+from minibert.labelled import InputError, read_split
+from minibert.text import train_wordpiece
 from minibert.lora import LoRALinear, add_lora, merge_lora
 
 from conftest import assert_close, perturb_, tiny_config
@@ -69,7 +70,7 @@ def test_early_stopping_keeps_the_best_epoch_and_the_test_split_is_read_once(set
     """S19: the checkpoint scored at the end is the best validation epoch (its validation accuracy
     equals the best logged one), and the test file is read exactly once, after training."""
     reads = []
-    original = finetune.read_split
+    original = read_split
     monkeypatch.setattr(finetune, "read_split", lambda path: reads.append(path) or original(path))
     summary = run(setup, tmp_path / "es", "--epochs", "5", "--patience", "1")
     logged = [json.loads(line) for line in open(tmp_path / "es" / "metrics.jsonl")]
@@ -222,7 +223,7 @@ def test_csv_and_jsonl_datasets_read_like_tsv(tmp_path):
     (tmp_path / "x.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows))
     (tmp_path / "x.tsv").write_text("a fine, quiet film\tpos\ndull\tand long\tneg\n")
     for ext in ("csv", "jsonl", "tsv"):
-        assert finetune.read_split(str(tmp_path / f"x.{ext}")) == rows, ext
+        assert read_split(str(tmp_path / f"x.{ext}")) == rows, ext
     (tmp_path / "bad.jsonl").write_text('{"text": "no label"}\n')
-    with pytest.raises(finetune.InputError, match="cannot read .*bad.jsonl"):
-        finetune.read_split(str(tmp_path / "bad.jsonl"))
+    with pytest.raises(InputError, match="cannot read .*bad.jsonl"):
+        read_split(str(tmp_path / "bad.jsonl"))

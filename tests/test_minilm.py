@@ -46,10 +46,10 @@ def test_minilm_hidden_states_match_transformers(minilm):
 def test_polysemy_with_minilm_separates_senses(minilm):
     """S28 with a real BERT: for "bank" and "apple", a pair in the same sense is more similar than
     every pair across senses; the static (input) embedding is identical across contexts (1.0)."""
-    import polysemy
+    from minibert.exercises import ENGLISH, ENGLISH_PAIRS, polysemy_table
 
     model, tok = BertModel.from_pretrained(minilm), load_tokenizer(minilm)
-    rows = polysemy.table("MiniLM", model, tok, polysemy.ENGLISH, polysemy.ENGLISH_PAIRS)
+    rows = polysemy_table("MiniLM", model, tok, ENGLISH, ENGLISH_PAIRS)
     for word in ("bank", "apple"):
         same = [r["contextual"] for r in rows if r["a"].startswith(word) and r["b"].startswith(word) and r["sense"] == "same"]
         cross = [r["contextual"] for r in rows if r["a"].startswith(word) and r["sense"] == "different"]

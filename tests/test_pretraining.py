@@ -137,7 +137,7 @@ def test_torchrun_two_processes_match_one_process(tmp_path, corpus):
 
 
 def test_fused_adamw_and_bf16_autocast_track_the_reference(tmp_path, corpus):
-    """Two speed paths of issue 6 against the reference, dropout off, same seed:
+    """Two speed paths against the reference, dropout off, same seed:
     - the fused AdamW kernel (the default) and the foreach one compute the same update: 40 steps
       (loss 5.00 -> 3.75) give losses equal to 1e-5 (this run: 7e-7, float rounding only);
     - bf16 autocast on the CPU (--dtype bf16) follows the fp32 loss curve: every logged loss and

@@ -1,5 +1,9 @@
 """Text -> pretraining blocks: a trained WordPiece tokenizer, tokenisation, packing.
 
+A prepared corpus is a folder with `pretrain/{train,valid}.txt` (one document per line, as
+data/prepare.py writes it); `corpus_tokenizer` and `corpus_blocks` train, tokenise and cache
+inside that folder, so the second run of the same corpus starts at once.
+
 A block is `[CLS] A [SEP] B [SEP]` of exactly `seq_len` tokens, A and B being consecutive
 text (segment ids 0 and 1), split at the line boundary nearest the middle of the block;
 a stretch of text with no line boundary inside becomes `[CLS] A [SEP]`. No position is
@@ -9,6 +13,8 @@ spent on padding except in the very last block, whose padding has attention_mask
 from __future__ import annotations
 
 import bisect
+import hashlib
+import os
 from dataclasses import dataclass
 
 import torch
@@ -106,3 +112,38 @@ def pack_blocks(ids: torch.Tensor, starts: torch.Tensor, seq_len: int,
         token_type_ids[i, :len(typ)] = torch.tensor(typ)
         attention_mask[i, :len(row)] = 1
     return Blocks(input_ids, token_type_ids, attention_mask)
+
+
+# ---- a prepared corpus folder -----------------------------------------------------------------
+
+
+def corpus_lines(folder: str, split: str) -> list[str]:
+    """The lines of a prepared corpus's pretraining split ("train" or "valid")."""
+    with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def corpus_tokenizer(folder: str, vocab_size: int) -> Tokenizer:
+    """The WordPiece tokenizer of `vocab_size` words trained on the corpus's training split (cached)."""
+    path = os.path.join(folder, f"tokenizer-{vocab_size}.json")
+    if not os.path.isfile(path):
+        tok = train_wordpiece(corpus_lines(folder, "train"), vocab_size)
+        tok.save(path + ".tmp")
+        os.replace(path + ".tmp", path)
+    return Tokenizer.from_file(path)
+
+
+def corpus_blocks(folder: str, tokenizer: Tokenizer, split: str, seq_len: int) -> Blocks:
+    """A split tokenised once (cached beside the corpus, keyed by the tokenizer), then packed."""
+    key = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:12]
+    path = os.path.join(folder, "tokens", f"{split}-{key}.pt")
+    if os.path.isfile(path):
+        cached = torch.load(path, weights_only=True)
+    else:
+        ids, starts = tokenize_lines(tokenizer, corpus_lines(folder, split))
+        cached = {"ids": ids, "starts": starts}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save(cached, path + ".tmp")
+        os.replace(path + ".tmp", path)
+    return pack_blocks(cached["ids"], cached["starts"], seq_len, tokenizer.token_to_id("[CLS]"),
+                       tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[PAD]"))

@@ -1,0 +1,82 @@
+"""Sentence classification on a pretrained encoder: building the classifier from a checkpoint,
+choosing what trains (full fine-tuning, a frozen encoder, or LoRA), evaluating, exporting.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from .labelled import batches, scores
+from .lora import add_lora, merge_lora
+from .model import BertForClassification, BertForSequenceClassification, BertModel
+
+METHODS = ("full", "frozen", "lora")
+HEADS = {"pooler": BertForSequenceClassification, "cls": BertForClassification}
+
+
+def build_classifier(checkpoint: str, head: str, num_labels: int, id2label: dict[int, str],
+                     dropout: float = 0.1):
+    """The encoder of `checkpoint` (any minibert or HF BERT folder; a task head in it is dropped)
+    under a new head: "pooler" is HF's BertForSequenceClassification, "cls" the exercise's
+    BertForClassification. The fast paths (SDPA attention, padding removed before the encoder)
+    give the reference path's numbers at every real position, so they are on."""
+    backbone = BertModel.from_pretrained(checkpoint, hidden_dropout_prob=dropout,
+                                         attention_probs_dropout_prob=dropout, use_sdpa=True, unpad=True)
+    backbone.config.id2label = id2label
+    if head == "cls":
+        return BertForClassification(backbone, num_labels)
+    model = BertForSequenceClassification(backbone.config, num_labels)
+    model.bert = backbone
+    return model
+
+
+def set_trainable(model, method: str, lora_rank: int = 0, lora_alpha: float | None = None,
+                  lora_targets: tuple[str, ...] = ("attention.query", "attention.value")) -> list[str]:
+    """Set requires_grad for one method; returns the module names LoRA wrapped (else []).
+
+    full: everything trains. frozen: the encoder (`base_model`, pooler included) is frozen and
+    only the head trains. lora: rank-`lora_rank` adapters on the `lora_targets` Linear layers of
+    the encoder, plus the head, train; every pretrained weight is frozen."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    encoder = model.base_model
+    for p in model.parameters():
+        p.requires_grad_(method != "lora")
+    if method == "frozen":
+        for p in encoder.parameters():
+            p.requires_grad_(False)
+    if method != "lora":
+        return []
+    wrapped = add_lora(encoder, lora_rank, lora_alpha, targets=lora_targets)  # adapters are trainable
+    for p in model.classifier.parameters():
+        p.requires_grad_(True)
+    return wrapped
+
+
+def logits_of(model, batch: dict) -> torch.Tensor:
+    """(B, K) logits of either classifier: HF's (`.logits`) or the exercise's (a tensor)."""
+    out = model(batch["input_ids"], attention_mask=batch.get("attention_mask"),
+                token_type_ids=batch.get("token_type_ids"))
+    return out if torch.is_tensor(out) else out.logits
+
+
+@torch.no_grad()
+def evaluate(model, data: dict, batch_size: int, pad_id: int, device, num_labels: int) -> dict:
+    """Mean cross-entropy, accuracy and macro-F1 of `model` on `data` (from labelled.encode)."""
+    model.eval()
+    losses, preds = [], []
+    for batch, labels in batches(data, batch_size, pad_id):
+        logits = logits_of(model, {k: v.to(device) for k, v in batch.items()}).float().cpu()  # (B, K)
+        losses.append(F.cross_entropy(logits, labels, reduction="sum").item())
+        preds.append(logits.argmax(-1))
+    gold = data["labels"]
+    return {"loss": sum(losses) / len(gold), **scores(torch.cat(preds), gold, num_labels)}
+
+
+def export(model, path: str, tokenizer) -> None:
+    """Save a plain copy (LoRA adapters merged into their weights) in HF's layout."""
+    plain = merge_lora(copy.deepcopy(model))
+    plain.save_pretrained(path, tokenizer=tokenizer)

@@ -1,0 +1,115 @@
+"""Labelled sentences for classification: reading the splits, turning them into ids, padding
+each batch to its own longest row, and the scores (accuracy, macro-F1).
+
+A labelled set is a folder with `train`, `valid` and `test` files, each `.tsv`
+(text<TAB>label), `.csv` or `.jsonl` (fields `text` and `label`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import torch
+
+
+class InputError(ValueError):
+    """A labelled file or folder that cannot be used, said in one line."""
+
+
+def read_split(path: str) -> list[tuple[str, str]]:
+    """(text, label) rows of a .tsv (text<TAB>label), .csv or .jsonl file (fields text, label)."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            if path.endswith(".jsonl"):
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        r = json.loads(line)
+                        rows.append((n, str(r["text"]), str(r["label"])))
+            elif path.endswith(".csv"):
+                reader = csv.DictReader(f)
+                rows = [(n, r["text"], str(r["label"])) for n, r in enumerate(reader, 2)]
+            else:
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        text, sep, label = line.rstrip("\n").rpartition("\t")
+                        if not sep:
+                            raise InputError(f"{path}:{n}: expected text<TAB>label")
+                        rows.append((n, text, label))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise InputError(f"cannot read {path}: {type(e).__name__}: {e}") from None
+    for n, text, label in rows:
+        if not text.strip():
+            raise InputError(f"{path}:{n}: empty text")
+        if not label.strip():
+            raise InputError(f"{path}:{n}: empty label")
+    if not rows:
+        raise InputError(f"{path} holds no examples")
+    return [(text, label) for _, text, label in rows]
+
+
+def split_files(folder: str) -> dict[str, str]:
+    """{"train": path, "valid": path, "test": path}: exactly one file of each split in `folder`."""
+    files = {}
+    for split in ("train", "valid", "test"):
+        found = [f"{split}{ext}" for ext in (".tsv", ".csv", ".jsonl") if os.path.isfile(os.path.join(folder, split + ext))]
+        if len(found) != 1:
+            raise InputError(f"{folder} needs exactly one {split}.tsv, {split}.csv or {split}.jsonl (found {found})")
+        files[split] = os.path.join(folder, found[0])
+    return files
+
+
+def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: str) -> dict:
+    """{"ids": one list of token ids per row ([CLS] ... [SEP], at most max_length), "labels": (N,)}."""
+    unknown = sorted({y for _, y in rows if y not in label_ids})
+    if unknown:
+        raise InputError(f"{path}: labels {unknown[:5]} are not in the training split's label set "
+                         f"{sorted(label_ids)}")
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    enc = tokenizer.encode_batch([t for t, _ in rows])
+    return {"ids": [e.ids for e in enc], "labels": torch.tensor([label_ids[y] for _, y in rows])}
+
+
+def truncate(ids: list[int], max_length: int) -> list[int]:
+    """[CLS] w1 ... wn [SEP] cut to max_length tokens, keeping the final [SEP] (HF's truncation)."""
+    return ids if len(ids) <= max_length else ids[:max_length - 1] + ids[-1:]
+
+
+def pad_batch(seqs: list[list[int]], pad_id: int, length: int | None = None):
+    """(input_ids, attention_mask), each (B, T): T is `length`, or the longest row (dynamic padding)."""
+    T = length or max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    return ids, mask
+
+
+def batches(data: dict, batch_size: int, pad_id: int, order=None):
+    """({"input_ids", "attention_mask"}, labels) batches of `data` (from `encode`), in `order`,
+    each padded to its own longest row."""
+    order = order if order is not None else torch.arange(len(data["ids"]))
+    for i in range(0, len(order), batch_size):
+        rows = order[i:i + batch_size].tolist()
+        ids, mask = pad_batch([data["ids"][r] for r in rows], pad_id)
+        yield {"input_ids": ids, "attention_mask": mask}, data["labels"][rows]
+
+
+def macro_f1(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> float:
+    """The mean over the labels of F1 = 2 TP / (2 TP + FP + FN); a label never predicted nor present scores 0."""
+    scores = []
+    for k in range(num_labels):
+        tp = ((pred == k) & (gold == k)).sum().item()
+        fp = ((pred == k) & (gold != k)).sum().item()
+        fn = ((pred != k) & (gold == k)).sum().item()
+        scores.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return sum(scores) / num_labels
+
+
+def scores(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> dict:
+    """{"acc", "macro_f1"} of predicted against gold label ids, both (N,)."""
+    return {"acc": (pred == gold).float().mean().item(), "macro_f1": macro_f1(pred, gold, num_labels)}
