@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import transformers
 
 import finetune
-from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel
+from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel, load_tokenizer
 from minibert.exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
 from minibert.labelled import InputError, read_split
 from minibert.text import train_wordpiece
@@ -154,13 +154,30 @@ def test_s18_predict_batch_is_eval_no_grad_argmax():
 
 
 def test_predict_command_labels_sentences(setup, tmp_path, capsys):
+    """`finetune.py predict` prints label<TAB>probability<TAB>text, one line per input sentence.
+    Checked against the saved model run here, one sentence at a time (no padding): with
+    p = softmax(logits) and k = argmax p, the label is id2label[k] and the printed number is p[k]
+    written with 4 decimals, so within 5e-5 of it (atol 1e-4). p[k] is more than 0.01 away from
+    1/2 here, so printing the other class's probability 1 - p[k] would be off by more than 0.02."""
     summary = run(setup, tmp_path / "p", "--epochs", "3")
-    (tmp_path / "in.txt").write_text("the film was superb\nthe plot was awful\n")
+    sentences = ["the film was superb", "the plot was awful"]
+    (tmp_path / "in.txt").write_text("".join(f"{t}\n" for t in sentences))
     capsys.readouterr()
     finetune.main(["predict", "--model", summary["model"], "--file", str(tmp_path / "in.txt")])
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split("\t")[0] for line in lines] == ["pos", "neg"]
-    assert all(0.5 <= float(line.split("\t")[1]) <= 1 for line in lines)
+    model = BertForSequenceClassification.from_pretrained(summary["model"]).eval()
+    tokenizer = load_tokenizer(summary["model"])
+    tokenizer.no_padding()
+    for line, text in zip(lines, sentences, strict=True):
+        label, printed_p, printed_text = line.split("\t")
+        with torch.no_grad():
+            p = model(torch.tensor([tokenizer.encode(text).ids])).logits.softmax(-1)[0]  # (K,)
+        k = int(p.argmax())
+        assert printed_text == text
+        assert label == model.config.id2label[k]
+        assert abs(p[k].item() - 0.5) > 0.01, p
+        assert abs(float(printed_p) - p[k].item()) < 1e-4, (printed_p, p)
+    assert [line.split("\t")[0] for line in lines] == ["pos", "neg"]  # trained: the sentiment word decides
 
 
 def test_exercise_head_fine_tunes_too(setup, tmp_path):

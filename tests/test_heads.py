@@ -1,8 +1,10 @@
 """The three heads: MLM (tied decoder, sparse projection), HF's classifier, the exercise's."""
 
+import contextlib
+import math
+
 import pytest
 import torch
-import torch.nn.functional as F
 
 from minibert import BertConfig, BertForClassification, BertForMaskedLM, BertForSequenceClassification, BertModel
 
@@ -60,34 +62,141 @@ def test_sparse_mlm_head_equals_dense(batch):
         sparse(ids, mask, types, masked_only=True)
 
 
+@contextlib.contextmanager
+def watching(**modules):
+    """Forward hooks that record, per name, the (positional inputs, output) of the module's last
+    call during the `with` block; they change nothing and are removed on exit."""
+    seen = {}
+    handles = [m.register_forward_hook(lambda mod, args, out, name=name: seen.__setitem__(name, (args, out)))
+               for name, m in modules.items()]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+LN3 = math.log(3)
+
+
+def _hand_classifier_(linear):
+    """Weight 0, bias (0, ln 3): every row's logits are (0, ln 3) whatever the encoder says, so
+    softmax = (e^0, e^ln3) / (1 + 3) = (1/4, 3/4)."""
+    with torch.no_grad():
+        linear.weight.zero_()
+        linear.bias.copy_(torch.tensor([0.0, LN3]))
+
+
+HAND_LOSS_101 = 0.6538862
+"""Mean cross-entropy of labels (1, 0, 1) under softmax (1/4, 3/4) in every row:
+-ln(3/4) = ln 4 - ln 3 = 1.3862944 - 1.0986123 = 0.2876821 for label 1, -ln(1/4) = ln 4 =
+1.3862944 for label 0; (0.2876821 + 1.3862944 + 0.2876821) / 3 = 1.9616586 / 3 = 0.6538862.
+(Swapped labels (0, 1, 0) would give (2 * 1.3862944 + 0.2876821) / 3 = 1.0200903; a sum instead
+of a mean 1.9616586.)"""
+
+
 def test_sequence_classification_is_pooler_dropout_linear(batch):
-    """HF's layout: logits = classifier(dropout(tanh(pooler([CLS])))); the loss is the mean
-    cross-entropy over the batch."""
+    """HF's layout, observed on the model's own tensors in one eval forward: the pooler reads
+    the [CLS] row of the encoder output, pooler_output = tanh(pooler(h[:, 0])), the classifier's
+    input is that pooled vector (eval: dropout is the identity), and the returned logits are the
+    classifier's output. No labels, no loss."""
     ids, mask, types = batch
-    model = perturb_(BertForSequenceClassification(tiny_config(), num_labels=3)).eval()
-    labels = torch.tensor([0, 2, 1])
-    out = model(ids, mask, types, labels=labels)
-    pooled = model.bert(ids, mask, types).pooler_output
-    assert_close(out.logits, model.classifier(pooled), atol=1e-6, what="logits")
-    assert_close(out.loss, F.cross_entropy(out.logits, labels), atol=1e-7, what="loss")
-    assert model.config.id2label == {0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}
-    with pytest.raises(ValueError, match=r"labels must lie in \[0, 3\)"):
-        model(ids, mask, types, labels=torch.tensor([0, 3, 1]))
+    model = perturb_(BertForSequenceClassification(tiny_config(), num_labels=2)).eval()
+    with torch.no_grad(), watching(bert=model.bert, pooler=model.bert.pooler, classifier=model.classifier) as seen:
+        out = model(ids, mask, types)
+    encoded = seen["bert"][1]
+    (pooler_in,), pooler_out = seen["pooler"]
+    (classifier_in,), classifier_out = seen["classifier"]
+    assert torch.equal(pooler_in, encoded.last_hidden_state[:, 0])  # (B, C): the [CLS] row
+    assert_close(encoded.pooler_output, torch.tanh(pooler_out), atol=1e-7, what="tanh pooler")
+    assert torch.equal(classifier_in, encoded.pooler_output)
+    assert torch.equal(out.logits, classifier_out) and out.logits.shape == (3, 2)
+    assert out.loss is None
+    assert model.config.id2label == {0: "LABEL_0", 1: "LABEL_1"}
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 2\)"):
+        model(ids, mask, types, labels=torch.tensor([0, 2, 1]))
+
+
+def test_sequence_classification_loss_by_hand(batch):
+    """Classifier weight 0 and bias (0, ln 3): logits (0, ln 3) = (0, 1.0986123) in every row,
+    softmax (1/4, 3/4). Labels (1, 0, 1) give the mean cross-entropy
+    (0.2876821 + 1.3862944 + 0.2876821) / 3 = 0.6538862 (see HAND_LOSS_101); atol 1e-6."""
+    ids, mask, types = batch
+    model = perturb_(BertForSequenceClassification(tiny_config(), num_labels=2)).eval()
+    _hand_classifier_(model.classifier)
+    with torch.no_grad():
+        out = model(ids, mask, types, labels=torch.tensor([1, 0, 1]))
+    assert_close(out.logits, torch.tensor([[0.0, LN3]] * 3), atol=1e-6, what="logits")
+    assert_close(out.loss, HAND_LOSS_101, atol=1e-6, what="loss")
+
+
+def test_classifier_dropout_acts_in_train_mode_only(batch):
+    """classifier_dropout p = 0.25 (the encoder keeps hidden dropout 0.1). In train mode each of
+    the 3 x 32 = 96 units of the pooled vector reaching the classifier is either 0 (dropped) or
+    pooled / (1 - p) = pooled * 4/3 = 1.3333333 * pooled (inverted dropout: 3/4 * 4/3 = 1 keeps
+    the mean). The dropped fraction is ~0.25 with sd sqrt(0.25 * 0.75 / 96) = 0.0442; 4 sd
+    puts it in (0.073, 0.427). A classifier that used hidden_dropout_prob 0.1 instead would
+    scale by 1/0.9 = 1.1111111 and fail the atol 1e-6 check.
+    Both tensors are the model's own, from the same forward (hooks on bert and classifier).
+    torch.manual_seed(0) twice: equal logits; seeds 0 and 1: different logits. Eval mode: the
+    classifier's input IS the pooled vector and any two forwards agree, whatever the seed."""
+    ids, mask, types = batch
+    model = perturb_(BertForSequenceClassification(tiny_config(classifier_dropout=0.25), num_labels=2))
+
+    def forward(seed):
+        torch.manual_seed(seed)
+        with torch.no_grad(), watching(bert=model.bert, classifier=model.classifier) as seen:
+            logits = model(ids, mask, types).logits
+        return logits, seen["bert"][1].pooler_output, seen["classifier"][0][0]
+
+    model.train()
+    logits0, pooled, classifier_in = forward(0)
+    kept = classifier_in != 0
+    assert_close(classifier_in[kept], pooled[kept] * (4 / 3), atol=1e-6, what="kept units x 1/(1-p)")
+    dropped = 1 - kept.float().mean().item()
+    assert 0.073 < dropped < 0.427, dropped
+    again, _, _ = forward(0)
+    other, _, _ = forward(1)
+    assert torch.equal(again, logits0)
+    assert (other - logits0).abs().max() > 1e-4
+
+    model.eval()
+    e0, pooled, classifier_in = forward(0)
+    e1, _, _ = forward(1)
+    assert torch.equal(classifier_in, pooled) and torch.equal(e0, e1)
 
 
 def test_s6_exercise_head_uses_cls_and_one_linear(batch):
-    """S6: logits = Linear(last_hidden_state[:, 0, :]); with labels it returns
-    (cross_entropy(logits, labels), logits), without labels just the logits."""
+    """S6, observed on the model's own tensors: the classifier's input is the [CLS] row
+    last_hidden_state[:, 0, :] of the backbone's output (not the pooler's output), and the
+    returned logits are that one Linear's output. Without labels it returns the logits alone."""
     ids, mask, _ = batch
     backbone = perturb_(BertModel(tiny_config()))
     model = BertForClassification(backbone, num_labels=2).eval()
     assert model.bert is backbone and isinstance(model.classifier, torch.nn.Linear)
-    labels = torch.tensor([1, 0, 1])
-    loss, logits = model(ids, mask, labels)
-    cls = backbone(ids, mask).last_hidden_state[:, 0, :]  # (B, C)
-    assert_close(logits, model.classifier(cls), atol=1e-6, what="logits from [CLS]")
-    assert_close(loss, F.cross_entropy(logits, labels), atol=1e-7, what="loss")
-    only = model(ids, mask)
+    with torch.no_grad(), watching(bert=backbone, classifier=model.classifier) as seen:
+        logits = model(ids, mask)
+    encoded = seen["bert"][1]
+    (classifier_in,), classifier_out = seen["classifier"]
+    assert torch.is_tensor(logits) and logits.shape == (3, 2)
+    assert torch.equal(classifier_in, encoded.last_hidden_state[:, 0, :])  # (B, C)
+    assert (classifier_in - encoded.pooler_output).abs().max() > 1e-3  # the pooler is not used
+    assert torch.equal(logits, classifier_out)
+
+
+def test_s6_exercise_head_loss_by_hand(batch):
+    """S6 with labels returns (loss, logits). Classifier weight 0, bias (0, ln 3): logits
+    (0, 1.0986123) per row, softmax (1/4, 3/4); labels (1, 0, 1) give
+    (0.2876821 + 1.3862944 + 0.2876821) / 3 = 0.6538862 (see HAND_LOSS_101); atol 1e-6.
+    Without labels the same call returns just those logits."""
+    ids, mask, _ = batch
+    model = BertForClassification(perturb_(BertModel(tiny_config())), num_labels=2).eval()
+    _hand_classifier_(model.classifier)
+    with torch.no_grad():
+        loss, logits = model(ids, mask, torch.tensor([1, 0, 1]))
+        only = model(ids, mask)
+    assert_close(logits, torch.tensor([[0.0, LN3]] * 3), atol=1e-6, what="logits")
+    assert_close(loss, HAND_LOSS_101, atol=1e-6, what="loss")
     assert torch.is_tensor(only) and torch.equal(only, logits)
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minibert import NoMaskedTokensError, mlm_loss
+from minibert import IGNORE_INDEX, NoMaskedTokensError, mlm_loss
 
 from conftest import assert_close
 
@@ -30,12 +30,17 @@ def test_s14_denominator_is_the_number_of_targets_in_the_batch():
 
 
 def test_s15_no_target_raises_never_nan_or_zero():
-    """S15: a batch whose labels are all -100 raises NoMaskedTokensError (a ValueError),
-    where F.cross_entropy's mean would return NaN."""
-    logits, labels = torch.zeros(2, 3, 5), torch.full((2, 3), -100)
-    assert torch.isnan(F.cross_entropy(logits.view(-1, 5), labels.view(-1), ignore_index=-100))
-    with pytest.raises(NoMaskedTokensError, match="no target"):
+    """S15: the MLM loss is (sum of -log p over the targets) / (number of targets). A batch whose
+    labels are all IGNORE_INDEX has no target, so that is 0 / 0: an undefined number, which a
+    plain mean turns into NaN and a guarded sum / max(n, 1) into a silent 0, either of which would
+    poison or fake a training step. mlm_loss instead raises NoMaskedTokensError (a ValueError)
+    whose message names the 0/0, for the dense (B, T, V) form and for the sparse (N, V) form
+    with N = 0 that the masked_only head would hand it."""
+    logits, labels = torch.zeros(2, 3, 5), torch.full((2, 3), IGNORE_INDEX)
+    with pytest.raises(NoMaskedTokensError, match="no target .* 0/0"):
         mlm_loss(logits, labels)
+    with pytest.raises(NoMaskedTokensError, match="no target"):
+        mlm_loss(torch.zeros(0, 5), torch.zeros(0, dtype=torch.long))
     assert issubclass(NoMaskedTokensError, ValueError)
 
 

@@ -8,7 +8,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordPiece
 from tokenizers.pre_tokenizers import Whitespace
 
-from minibert import MaskingError, MaskingVocab, mask_batch, random_mask_tokens
+from minibert import IGNORE_INDEX, MaskingError, MaskingVocab, mask_batch, random_mask_tokens
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 SPECIAL = [PAD, CLS, SEP, MASK]
@@ -187,11 +187,37 @@ def test_s11_exercise_example_never_masks_cls_sep_pad():
     assert ((hits[1:4] / 2000 - 0.15).abs() < 0.032).all(), hits
 
 
-def test_s11_special_tokens_none_does_not_crash():
-    """special_tokens=None protects nothing: every position may be selected."""
-    ids = torch.tensor([[101, 123, 456, 789, 102, 0, 0]])
-    torch.manual_seed(0)
-    masked, labels = random_mask_tokens(ids, 30522, 103)
+def test_s11_special_tokens_none_protects_nothing():
+    """special_tokens=None protects nothing. 400 copies of [101, 123, 456, 789, 102, 0, 0]
+    (2800 positions), mask_prob 0.15, one seeded generator; a position is a target iff its
+    label is not IGNORE_INDEX:
+    - every label is IGNORE_INDEX or the ORIGINAL id at that position;
+    - every position whose id changed is a target, i.e. off-target ids equal the input;
+    - at targets the id is [MASK] = 103, the original, or a random replacement from the pool,
+      here every id in [0, 30522) except 103 (no special ids to exclude);
+    - every column is a target somewhere, [CLS]/[SEP]/[PAD] columns 0, 4, 5, 6 included
+      (a column of 400 rows escapes with probability 0.85^400 ~ 4e-29).
+    mask_prob=1.0 selects all 2800 positions: labels == ids everywhere, and about 80% become 103
+    (sd sqrt(0.8 * 0.2 / 2800) = 0.0076, 4 sd = 0.030), 10% stay and 10% get another id (sd
+    sqrt(0.1 * 0.9 / 2800) = 0.0057, 4 sd = 0.023)."""
+    ids = torch.tensor([[101, 123, 456, 789, 102, 0, 0]]).repeat(400, 1)  # (400, 7)
+    masked, labels = random_mask_tokens(ids, 30522, 103, None, generator=torch.Generator().manual_seed(0))
     assert masked.shape == labels.shape == ids.shape
-    masked, labels = random_mask_tokens(ids, 30522, 103, None, mask_prob=1.0)
-    assert (labels == ids).all()
+    target = labels != IGNORE_INDEX
+    assert torch.equal(labels[target], ids[target])
+    assert torch.equal(masked[~target], ids[~target])
+    m, o = masked[target], ids[target]
+    replaced = (m != 103) & (m != o)
+    assert ((m[replaced] >= 0) & (m[replaced] < 30522)).all()
+    assert target.any(dim=0).all(), target.sum(dim=0)
+    assert 0 < replaced.sum() < (m == 103).sum()
+
+    masked, labels = random_mask_tokens(ids, 30522, 103, None, mask_prob=1.0,
+                                        generator=torch.Generator().manual_seed(0))
+    assert torch.equal(labels, ids)
+    to_mask = (masked == 103).float().mean().item()
+    kept = (masked == ids).float().mean().item()
+    other = ((masked != 103) & (masked != ids)).float().mean().item()
+    assert abs(to_mask - 0.8) < 0.030, to_mask
+    assert abs(kept - 0.1) < 0.023, kept
+    assert abs(other - 0.1) < 0.023, other

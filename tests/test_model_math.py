@@ -3,8 +3,6 @@
 Each test names the requirement it checks (S-numbers: docs/spec.md).
 """
 
-import math
-
 import pytest
 import torch
 
@@ -47,14 +45,32 @@ def test_s1_widths_must_match_and_the_sum_does_not_split_back():
     assert torch.equal(a, b) and torch.equal(a, torch.tensor([1.0, 1.5]))
 
 
-def test_exact_gelu_at_hand_points():
-    """The FFN uses exact GELU x*Phi(x): gelu(1) = Phi(1) = 0.8413447, gelu(-1) = -(1 - 0.8413447)
-    = -0.1586553, gelu(2) = 2*0.9772499 = 1.9544997. The tanh approximation gives
-    gelu(1) = 0.8411920 (1.5e-4 away), which atol 1e-6 rejects."""
-    layer = BertModel(tiny_config()).layers[0]
-    x = torch.tensor([-1.0, 0.0, 1.0, 2.0])
-    assert_close(layer.act(x), torch.tensor([-0.1586553, 0.0, 0.8413447, 1.9544997]), atol=1e-6)
-    assert_close(0.5 * (1 + math.erf(1 / math.sqrt(2))), 0.8413447, atol=1e-7)
+GELU_AT = torch.tensor([-1.0, 0.0, 1.0, 2.0], dtype=torch.float64)
+GELU_BY_HAND = {
+    # exact: x * Phi(x), Phi from a normal table
+    "gelu": [-0.1586553, 0.0, 0.8413447, 1.9544997],
+    # tanh approximation: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+    "gelu_new": [-0.1588080, 0.0, 0.8411920, 1.9545977],
+}
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new"])
+def test_gelu_at_hand_points(hidden_act):
+    """The FFN activation of a built layer (BertModel(...).layers[0].act), at x = -1, 0, 1, 2.
+
+    "gelu" (BERT's and HF's), exact x * Phi(x): Phi(1) = 0.8413447, Phi(2) = 0.9772499, so
+      gelu(1) = 0.8413447, gelu(-1) = -1 * Phi(-1) = -(1 - 0.8413447) = -0.1586553,
+      gelu(0) = 0, gelu(2) = 2 * 0.9772499 = 1.9544997.
+    "gelu_new", x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), sqrt(2/pi) = 0.7978846:
+      x = 1: 0.7978846 * 1.044715 = 0.8335620, tanh = 0.6823840, 0.5 * 1.6823840 = 0.8411920;
+      x = 2: 0.7978846 * 2.35772 = 1.8811884, tanh = 0.9545977, 1 * 1.9545977 = 1.9545977;
+      x = -1: the function is x/2 + an odd function, so gelu_new(-1) = gelu_new(1) - 1 = -0.1588080;
+      x = 0: 0.
+    The two differ by 1.5e-4 at x = 1, so atol 1e-7 tells them apart. Evaluated in float64,
+    so the only error is the 7-decimal rounding of the hand values (< 5e-8)."""
+    act = BertModel(tiny_config(hidden_act=hidden_act)).layers[0].act
+    expected = torch.tensor(GELU_BY_HAND[hidden_act], dtype=torch.float64)
+    assert_close(act(GELU_AT), expected, atol=1e-7, what=f"{hidden_act} at {GELU_AT.tolist()}")
 
 
 def _identity_attention(use_sdpa):
