@@ -1,4 +1,4 @@
-"""The seed's exercise.py, answered with minibert and real data: python exercise.py
+"""The exercise guide's exercise.py, answered with minibert and real data: python exercise.py
 
 [练习1] the [CLS] classification head on a real BERT (MiniLM) and a real batch of movie reviews;
 [练习2] the MLM masking example on [101, 123, 456, 789, 102, 0, 0];

@@ -1,6 +1,6 @@
-"""Exercise 3: does BERT give one word different vectors in different senses? (SPEC S28)
+"""Exercise 3: does BERT give one word different vectors in different senses? (S28)
 
-    python polysemy.py                                  # MiniLM (English and the seed's Chinese pairs)
+    python polysemy.py                                  # MiniLM (English and the exercise's Chinese pairs)
     python polysemy.py --zh-checkpoint runs/mlm-zh      # plus a minibert model pretrained on Chinese
 
 For each pair of sentences the target word's contextual vector (the mean of its word pieces

@@ -6,7 +6,7 @@ exercise's per-element loop, on the same 16 x 128 batches of real text (tokens/s
 Two kinds of batch: sentences padded to 128 (~27% real tokens) and packed 128-token blocks
 (what train_mlm.py masks: every position real). The collator is given the special-tokens mask
 (as when the tokenizer returns it) and mask_batch its attention and special masks, so neither
-side re-derives them. The exercise's loop, `random_mask_tokens` as the seed writes it, indexes
+side re-derives them. The exercise's loop, `random_mask_tokens` as the exercise guide writes it, indexes
 the tensors element by element; it is timed on fewer batches because it is slow. Tokens/s
 counts all B x T positions. A benchmark, not a test.
 """
@@ -27,7 +27,7 @@ from minibert import IGNORE_INDEX, MaskingVocab, load_tokenizer, mask_batch
 
 
 def exercise_loop(input_ids, vocab_size, mask_token_id, special_tokens=None, mask_prob=0.15):
-    """The seed's exercise.py random_mask_tokens, verbatim in logic: one Python step per element."""
+    """The exercise guide's random_mask_tokens, verbatim in logic: one Python step per element."""
     labels = torch.full_like(input_ids, IGNORE_INDEX)
     masked_input_ids = input_ids.clone()
     prob_matrix = torch.rand(input_ids.shape)

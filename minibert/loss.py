@@ -1,4 +1,4 @@
-"""The masked-language-model loss (SPEC S13-S16)."""
+"""The masked-language-model loss (S13-S16; the S-numbers are defined in docs/spec.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """MLM masking: choose 15% of ordinary tokens; of those, 80% [MASK], 10% random, 10% kept.
 
-(SPEC S8-S12, S21-S27.) Shapes: B batch, T sequence length.
+(S8-S12, S21-S27 in docs/spec.md.) Shapes: B batch, T sequence length.
 Why not always [MASK] (S9): the model never sees [MASK] when fine-tuned, and if targets
 always looked different from their input it could never trust an input token; keeping ~10%
 unchanged, indistinguishable from the rest, makes it predict every position from context.

@@ -1,4 +1,4 @@
-"""The seed's BERT-base numbers, read off real tensors of a bert-base-sized model (S3, S4, S7)."""
+"""The requirement list's BERT-base numbers, read off real tensors of a bert-base-sized model (S3, S4, S7)."""
 
 import pytest
 import torch

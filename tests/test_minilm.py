@@ -59,7 +59,7 @@ def test_polysemy_with_minilm_separates_senses(minilm):
 
 @pytest.mark.slow
 def test_exercise_walkthrough_prints_real_numbers(capsys):
-    """exercise.py reproduces the seed's three sections with real numbers."""
+    """exercise.py reproduces the exercise guide's three sections with real numbers."""
     import exercise
 
     exercise.main()
