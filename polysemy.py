@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import unicodedata
 
 import torch
@@ -22,7 +21,7 @@ import torch.nn.functional as F
 from data.prepare import DataError, fetch_minilm
 from minibert import BertModel, load_tokenizer
 from minibert.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
-from minibert.training import resolve_checkpoint
+from minibert.training import die, resolve_checkpoint
 
 
 def pad(text: str, width: int) -> str:
@@ -68,7 +67,7 @@ def main(argv=None):
         try:
             args.minilm = fetch_minilm()
         except DataError as e:
-            sys.exit(f"error: {e}")
+            die(str(e))
     os.makedirs(args.out, exist_ok=True)
     minilm, minilm_tok = BertModel.from_pretrained(args.minilm), load_tokenizer(args.minilm)
     rows = polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH, ENGLISH_PAIRS)

@@ -28,6 +28,7 @@ import transformers
 
 from bench.common import hf_twin, useful_flops
 from minibert import BertConfig, BertForMaskedLM, mask_batch
+from minibert.training import die, use_tf32
 
 CLS, SEP, MASK = 101, 102, 103  # the uncased BERT vocabulary's ids
 
@@ -75,9 +76,8 @@ def main(argv=None):
     p.add_argument("--peak-tflops", type=float, default=989.0, help="datasheet dense bf16 peak (default: 989)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
-        raise SystemExit("bench/gpu.py needs a CUDA GPU; on a CPU run bench/pretrain_step.py")
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+        die("python -m bench.gpu needs a CUDA GPU; on a CPU run python -m bench.pretrain_step")
+    use_tf32(torch.device("cuda"), True)
     torch.manual_seed(0)
     config = BertConfig.from_preset(args.preset, use_sdpa=True)
     ours = BertForMaskedLM(config)

@@ -27,7 +27,7 @@ from minibert import BertForClassification, BertModel, load_tokenizer
 from minibert.classification import set_trainable
 from minibert.labelled import pad_batch, read_split, split_files, truncate
 from minibert.model import init_weights
-from minibert.training import adamw, epoch_order, lr_factor, resolve_checkpoint
+from minibert.training import adamw, die, epoch_order, lr_factor, resolve_checkpoint
 
 # ---- data -----------------------------------------------------------------------------------
 
@@ -79,8 +79,8 @@ class Encoder:
         else:
             path = resolve_checkpoint(spec)
             if not os.path.isfile(os.path.join(path, "config.json")):
-                raise SystemExit(f"--encoders: {spec} is neither `minilm` nor a checkpoint folder; "
-                                 "pretrain one first with `make run` (it writes runs/mlm-en)")
+                die(f"--encoders: {spec} is neither `minilm` nor a checkpoint folder; "
+                    "pretrain one first with `make run` (it writes runs/mlm-en)")
             name = f"minibert {os.path.normpath(spec)}"
         tok = load_tokenizer(path)
         tok.no_padding()
