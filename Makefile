@@ -17,11 +17,12 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 # Pretrain, draw the loss curves, then fine-tune that checkpoint on the movie-review sentiment split.
-# --resume: running it again continues (or, when finished, just reports) the same pretraining run.
+# --resume: running it again continues (or, when finished, just reports) the same pretraining run;
+# --overwrite: the fine-tuning run is done afresh each time.
 run: setup
 	$(VENV)/bin/python train_mlm.py --out runs/mlm-en --resume
 	$(VENV)/bin/python plot_metrics.py runs/mlm-en/metrics.jsonl
-	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-en --out runs/cls-en --no-progress
+	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-en --out runs/cls-en --overwrite --no-progress
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

@@ -33,9 +33,19 @@ from data.prepare import DataError, labelled_folder
 from minibert import BertForClassification, BertForSequenceClassification, CheckpointError, load_tokenizer
 from minibert.classification import HEADS, build_classifier, evaluate, export, logits_of, set_trainable
 from minibert.labelled import InputError, batches, encode, read_split, split_files
-from minibert.training import adamw, die, epoch_order, lr_factor, pick_device, resolve_checkpoint, use_tf32
+from minibert.training import (adamw, check_run_folder, claim_run_folder, die, epoch_order, lr_factor, pick_device,
+                               read_json, resolve_checkpoint, use_tf32, write_json)
 
 DEFAULT_LR = {"full": 1e-4, "frozen": 1e-3, "lora": 1e-3}
+
+
+def checked_max_length(max_length: int | None, config) -> int:
+    """--max-length as given (refused above the model's positions), or 128 capped to them."""
+    if max_length is None:
+        return min(128, config.max_position_embeddings)
+    if max_length > config.max_position_embeddings:
+        die(f"--max-length {max_length} exceeds the model's max_position_embeddings ({config.max_position_embeddings})")
+    return max_length
 
 
 # ---- commands -------------------------------------------------------------------------------
@@ -46,12 +56,14 @@ def train(args):
     args.checkpoint = resolve_checkpoint(args.checkpoint)
     device = pick_device(args.device)
     use_tf32(device, args.tf32)
+    check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite)  # before any data is loaded
     try:
         files = split_files(labelled_folder(args.data))
-        train_rows, valid_rows = read_split(files["train"]), read_split(files["valid"])
+        rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}  # all checked up front
         tokenizer = load_tokenizer(args.checkpoint)
-    except (InputError, DataError, FileNotFoundError) as e:
+    except (InputError, DataError, CheckpointError, FileNotFoundError) as e:
         die(str(e))
+    train_rows = rows["train"]
     labels = sorted({y for _, y in train_rows})
     if len(labels) < 2:
         die(f"{files['train']} has a single label {labels}; classification needs at least two")
@@ -60,16 +72,19 @@ def train(args):
         model = build_classifier(args.checkpoint, args.head, len(labels), dict(enumerate(labels)), args.dropout)
     except (CheckpointError, FileNotFoundError, ValueError) as e:
         die(f"cannot load --checkpoint {args.checkpoint}: {e}")
+    config = model.bert.config
+    vocab, pad_id = tokenizer.get_vocab_size(), tokenizer.token_to_id("[PAD]")
+    if vocab > config.vocab_size or pad_id not in (None, config.pad_token_id):
+        die(f"the tokenizer in {args.checkpoint} ({vocab} tokens, [PAD] = {pad_id}) does not belong to its model "
+            f"({config.vocab_size} tokens, pad_token_id {config.pad_token_id})")
+    pad_id = config.pad_token_id if pad_id is None else pad_id
+    args.max_length = checked_max_length(args.max_length, config)
     try:
-        vocab = tokenizer.get_vocab_size()
-        if vocab > model.bert.config.vocab_size:
-            raise InputError(f"the tokenizer in {args.checkpoint} has {vocab} tokens but the model's vocabulary "
-                             f"has {model.bert.config.vocab_size}: they do not belong together")
-        train_data = encode(tokenizer, train_rows, label_ids, args.max_length, files["train"])
-        valid_data = encode(tokenizer, valid_rows, label_ids, args.max_length, files["valid"])
+        train_data, valid_data, test_data = (encode(tokenizer, rows[s], label_ids, args.max_length, files[s])
+                                             for s in ("train", "valid", "test"))
     except InputError as e:
         die(str(e))
-    pad_id = tokenizer.token_to_id("[PAD]") or 0
+    lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite)
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
     lr = args.lr if args.lr is not None else DEFAULT_LR[method]
     wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")))
@@ -81,9 +96,7 @@ def train(args):
     total_steps = min(args.max_steps or math.inf, steps_per_epoch * args.epochs)
     warmup_steps = max(1, int(0.1 * total_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, warmup_steps))
-    os.makedirs(args.out, exist_ok=True)
     metrics_path = os.path.join(args.out, "metrics.jsonl")
-    open(metrics_path, "w").close()
     print(f"fine-tuning ({method}{f', LoRA rank {args.lora_rank} on {len(wrapped)} modules' if args.lora_rank else ''}, "
           f"{args.head} head) {args.checkpoint}: {n_trainable:,} of {n_total:,} parameters trainable; "
           f"{len(train_data['labels']):,} training / {len(valid_data['labels']):,} validation examples, "
@@ -120,13 +133,19 @@ def train(args):
         record = {"epoch": epoch, "step": step, "train_loss": total_loss / max(1, seen), "valid_loss": v["loss"],
                   "valid_acc": v["acc"], "valid_macro_f1": v["macro_f1"], "lr": scheduler.get_last_lr()[0],
                   "trainable_params": n_trainable, "total_params": n_total, "elapsed_s": time.time() - t0}
-        with open(metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            with open(metrics_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as e:
+            die(f"cannot append to {metrics_path} ({e.strerror}); free some space or choose another --out")
         print(f"epoch {epoch}: train loss {record['train_loss']:.4f}, validation loss {v['loss']:.4f}, accuracy "
               f"{v['acc']:.4f}, macro-F1 {v['macro_f1']:.4f}, lr {record['lr']:.2e}, trainable {n_trainable:,}")
         if v["acc"] > best:
             best, best_epoch, stale = v["acc"], epoch, 0
-            export(model, best_path, tokenizer)
+            try:
+                export(model, best_path, tokenizer)
+            except OSError as e:
+                die(f"cannot write {best_path} ({e.strerror}); free some space or choose another --out")
         else:
             stale += 1
             if stale >= args.patience and epoch < args.epochs:
@@ -137,10 +156,6 @@ def train(args):
 
     # the plan is fixed: score the test split once, with the best checkpoint
     final = HEADS[args.head].from_pretrained(best_path).to(device)
-    try:
-        test_data = encode(tokenizer, read_split(files["test"]), label_ids, args.max_length, files["test"])
-    except InputError as e:
-        die(str(e))
     valid = evaluate(final, valid_data, args.batch_size * 2, pad_id, device, len(labels))
     test = evaluate(final, test_data, args.batch_size * 2, pad_id, device, len(labels))
     majority = int(torch.bincount(train_data["labels"]).argmax())
@@ -151,8 +166,8 @@ def train(args):
                "majority_test_acc": (test_data["labels"] == majority).float().mean().item(),
                "trainable_params": n_trainable, "total_params": n_total, "train_s": time.time() - t0,
                "model": best_path}
-    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
+    write_json(os.path.join(args.out, "summary.json"), summary)
+    lock.close()
     print(f"best epoch {best_epoch}, saved to {best_path}")
     print(f"validation accuracy {valid['acc']:.4f} (macro-F1 {valid['macro_f1']:.4f}); test accuracy "
           f"{test['acc']:.4f} (macro-F1 {test['macro_f1']:.4f}); majority class {labels[majority]!r}: "
@@ -162,13 +177,14 @@ def train(args):
 
 def predict(args):
     try:
-        with open(os.path.join(args.model, "config.json"), encoding="utf-8") as f:
-            arch = (json.load(f).get("architectures") or ["BertForSequenceClassification"])[0]
+        saved = read_json(os.path.join(args.model, "config.json"))
+        arch = ((saved.get("architectures") if isinstance(saved, dict) else None) or ["BertForSequenceClassification"])[0]
         cls = BertForClassification if arch == "BertForClassification" else BertForSequenceClassification
         model = cls.from_pretrained(args.model).eval()
         tokenizer = load_tokenizer(args.model)
     except (CheckpointError, FileNotFoundError, ValueError) as e:
         die(f"cannot load --model {args.model}: {e}")
+    args.max_length = checked_max_length(args.max_length, model.config)
     stream = open(args.file, encoding="utf-8") if args.file else sys.stdin
     texts = [line.rstrip("\n") for line in stream if line.strip()]
     if not texts:
@@ -218,26 +234,40 @@ def parse_args(argv=None):
     t.add_argument("--fused-adamw", action=argparse.BooleanOptionalAction, default=True,
                    help="PyTorch's fused AdamW kernel; --no-fused-adamw: the foreach one (default: fused)")
     t.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (default: 0.1)")
-    t.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
+    t.add_argument("--max-length", type=int, default=None,
+                   help="truncate texts to this many tokens (default: 128, or the model's maximum if smaller)")
     t.add_argument("--seed", type=int, default=0, help="seed of the head's init, data order and dropout (default: 0)")
     t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="auto picks cuda, then mps, then cpu (default: auto)")
     t.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
                    help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace whatever --out holds (an earlier run, or other files): all of it is removed first")
     q = sub.add_parser("predict", help="label sentences with a fine-tuned model")
     q.add_argument("--model", required=True, help="a folder written by `finetune.py train` (its best/ folder)")
     q.add_argument("--file", help="one sentence per line (default: standard input)")
-    q.add_argument("--max-length", type=int, default=128, help="truncate texts to this many tokens (default: 128)")
+    q.add_argument("--max-length", type=int, default=None,
+                   help="truncate texts to this many tokens (default: 128, or the model's maximum if smaller)")
     args = p.parse_args(argv)
     if args.command == "train":
         if args.lora_rank and args.freeze_encoder:
             p.error("--lora-rank and --freeze-encoder are two different methods; pick one")
         if args.lora_alpha is None:
             args.lora_alpha = 2.0 * args.lora_rank
-        for name in ("epochs", "batch_size", "patience", "max_length"):
+        for name in ("epochs", "batch_size", "patience"):
             if getattr(args, name) < 1:
                 p.error(f"--{name.replace('_', '-')} must be at least 1")
+        if args.max_steps < 0:
+            p.error("--max-steps must be 0 (no limit) or more")
+        for name, ok, limit in (("lr", args.lr is None or args.lr > 0, "a positive number"),
+                                ("weight_decay", args.weight_decay >= 0, "0 or more"),
+                                ("dropout", 0 <= args.dropout < 1, "in [0, 1)")):
+            value = getattr(args, name)
+            if not ok or (value is not None and not math.isfinite(value)):
+                p.error(f"--{name.replace('_', '-')} must be {limit}, got {value}")
+    if args.max_length is not None and args.max_length < 1:
+        p.error("--max-length must be at least 1")
     return args
 
 

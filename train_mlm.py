@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import replace
 
@@ -30,8 +31,9 @@ import torch.distributed as dist
 from data.prepare import DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
-from minibert.training import (adamw, autocast, autocast_dtype, die, epoch_order, latest_checkpoint, lr_factor,
-                               pick_device, save_checkpoint, truncate_metrics, use_tf32)
+from minibert.training import (adamw, autocast, autocast_dtype, check_run_folder, claim_run_folder, die, epoch_order, lr_factor,
+                               pick_device, read_json, save_checkpoint, truncate_metrics, use_tf32,
+                               weights_are_finite, write_json)
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
 
@@ -71,7 +73,11 @@ def parse_args(argv=None):
     r = p.add_argument_group("run")
     r.add_argument("--out", default="runs/mlm-en", help="output folder (default: runs/mlm-en)")
     r.add_argument("--seed", type=int, default=0, help="seed of init, data order, masking, dropout (default: 0)")
-    r.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    r.add_argument("--resume", action="store_true",
+                   help="continue from the newest complete checkpoint in --out; flags that change the run's "
+                        "data or model must stay as they were, --lr, --max-steps and the like may change")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace whatever --out holds (another run, or other files): all of it is removed first")
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="auto picks cuda, then mps, then cpu (default: auto)")
     r.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
@@ -85,7 +91,20 @@ def parse_args(argv=None):
     r.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps (default: 200)")
     r.add_argument("--keep", type=int, default=2, help="checkpoints kept (default: 2)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("max_steps", "batch_size", "grad_accum", "eval_every", "log_every", "save_every", "keep", "vocab_size"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    checks = {"lr": args.lr > 0, "weight_decay": args.weight_decay >= 0, "clip": args.clip >= 0,
+              "warmup": 0 <= args.warmup < 1, "dropout": 0 <= args.dropout < 1, "mask_prob": 0 < args.mask_prob <= 1}
+    limits = {"lr": "a positive number", "weight_decay": "0 or more", "clip": "0 (off) or more",
+              "warmup": "in [0, 1)", "dropout": "in [0, 1)", "mask_prob": "in (0, 1]"}
+    for name, ok in checks.items():
+        if not (ok and math.isfinite(getattr(args, name))):
+            p.error(f"--{name.replace('_', '-')} must be {limits[name]}, got {getattr(args, name)}")
+    if args.resume and args.overwrite:
+        p.error("--resume continues the run in --out, --overwrite replaces it: pick one")
+    return args
 
 
 # ---- set-up ---------------------------------------------------------------------------------
@@ -156,8 +175,8 @@ def mask_valid(blocks: Blocks, vocab: MaskingVocab, batch_size: int, mask_prob: 
     """Mask the whole validation split at once, with a fixed seed: the same targets whatever
     the batch size, the seed or the number of processes, so runs can be compared."""
     ids, attn = blocks.input_ids, blocks.attention_mask
-    x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, vocab.ordinary_token_ids,
-                               torch.Generator().manual_seed(VALID_MASK_SEED), mask_prob)
+    x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, vocab.ordinary_tensor,
+                               torch.Generator().manual_seed(VALID_MASK_SEED), mask_prob, special_ids=vocab.special_ids)
     return [{"input_ids": x[i:i + batch_size], "labels": y[i:i + batch_size],
              "attention_mask": attn[i:i + batch_size], "token_type_ids": blocks.token_type_ids[i:i + batch_size]}
             for i in range(0, len(blocks), batch_size)]
@@ -182,6 +201,55 @@ def report(s: dict, metrics_path: str) -> None:
     print(f"loss curves: python plot_metrics.py {metrics_path}")
 
 
+# flags a resumed run must keep: they decide the data, the model or the batches
+FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "preset", "layers", "hidden", "heads", "intermediate",
+                   "seed", "mask_prob")
+NOT_COMPARED = ("resume", "overwrite", "out", "data_root", "no_progress")
+
+
+def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int):
+    """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
+    (None, None, None) when there is none yet. A damaged checkpoint is skipped with a one-line
+    note; flags that may not change on a resume stop the run, the others are applied and said."""
+    root = os.path.join(args.out, "checkpoints")
+    names = sorted((d for d in os.listdir(root) if d.startswith("step-")), reverse=True) if os.path.isdir(root) else []
+    for name in names:
+        ckpt = os.path.join(root, name)
+        try:
+            state = torch.load(os.path.join(ckpt, "training_state.pt"), weights_only=True)
+            saved_tokenizer = load_tokenizer(ckpt)
+            model = BertForMaskedLM.from_pretrained(ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout,
+                                                    attention_probs_dropout_prob=args.dropout)
+            step, saved = int(state["step"]), dict(state["args"])
+        except Exception as e:  # any file of it unreadable: the checkpoint is damaged
+            print(f"note: {ckpt} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                  "trying the checkpoint before it", file=sys.stderr)
+            continue
+        fixed = [k for k in FIXED_ON_RESUME if saved.get(k) != getattr(args, k)]
+        if state.get("global_batch", global_size) != global_size:
+            fixed.append(f"global batch ({state['global_batch']} then, {global_size} now)")
+        if fixed:
+            die(f"--resume: {', '.join(fixed)} differ from the run in {args.out}; these decide its data, model or "
+                "batches, so give the values it was started with (or --overwrite to start again)")
+        if saved_tokenizer.to_str() != tokenizer.to_str():
+            die(f"the tokenizer in {ckpt} differs from the one for --corpus {' '.join(args.corpus)} "
+                f"--vocab-size {args.vocab_size}; resume with the same data settings")
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+        if any(getattr(model.config, k) != getattr(config, k) for k in sizes):
+            die(f"{ckpt} holds a model of other sizes than the one asked for; resume with the same model flags")
+        if args.max_steps < step:
+            die(f"--max-steps {args.max_steps} is below the step of the checkpoint in {args.out} ({step}); "
+                f"give at least {step}")
+        changed = [f"--{k.replace('_', '-')} {saved[k]} -> {getattr(args, k)}" for k in sorted(saved)
+                   if k not in FIXED_ON_RESUME + NOT_COMPARED and hasattr(args, k) and saved[k] != getattr(args, k)]
+        if changed:
+            print(f"resume: {', '.join(changed)} (applied from step {step} on)")
+        return ckpt, model, state
+    if names:
+        die(f"no checkpoint in {root} loads whole; start again with --overwrite")
+    return None, None, None
+
+
 def main(argv=None):
     args = parse_args(argv)
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -195,12 +263,9 @@ def main(argv=None):
     main_process = rank == 0
     amp_dtype = autocast_dtype(args.dtype, device)
     use_tf32(device, args.tf32)
-    for name in ("max_steps", "batch_size", "grad_accum", "eval_every", "log_every", "save_every", "keep", "vocab_size"):
-        if getattr(args, name) < 1:
-            die(f"--{name.replace('_', '-')} must be at least 1")
-    if not 0 < args.mask_prob <= 1:
-        die("--mask-prob must be in (0, 1]")
     config = model_config(args, args.vocab_size)  # checks sizes and --seq-len before anything is written
+    if main_process:
+        check_run_folder(args.out, "pretraining", args.resume, args.overwrite)
 
     # data: rank 0 prepares and caches, the others wait and read the cache
     name, files = corpus_name(args.corpus)
@@ -222,26 +287,13 @@ def main(argv=None):
     if len(train_blocks) < global_size:
         die(f"the training split has {len(train_blocks)} blocks of {args.seq_len} tokens, fewer than one global "
             f"batch ({global_size}); give more text or lower --batch-size")
+    lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite) if main_process else None
 
-    # model, optimizer, and (with --resume) the last checkpoint
-    start, resumed_from = 0, None
-    if args.resume and (ckpt := latest_checkpoint(args.out)):
-        saved_tokenizer = load_tokenizer(ckpt)
-        if saved_tokenizer.to_str() != tokenizer.to_str():
-            die(f"the tokenizer in {ckpt} differs from the one for --corpus {' '.join(args.corpus)} "
-                f"--vocab-size {args.vocab_size}; resume with the same data settings")
-        try:
-            model = BertForMaskedLM.from_pretrained(ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout,
-                                                    attention_probs_dropout_prob=args.dropout)
-        except ValueError as e:
-            die(f"cannot resume from {ckpt}: {e}")
-        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-        if any(getattr(model.config, k) != getattr(config, k) for k in sizes):
-            die(f"{ckpt} holds a model of other sizes than the one asked for; resume with the same model flags")
-        resumed_from = ckpt
-    elif not args.resume and latest_checkpoint(args.out):
-        die(f"{args.out} already holds a run; pass --resume to continue it, or choose another --out")
-    else:
+    # model, optimizer, and (with --resume) the newest checkpoint that loads whole
+    start, resumed_from, state = 0, None, None
+    if args.resume:
+        resumed_from, model, state = resumable_checkpoint(args, config, tokenizer, global_size)
+    if resumed_from is None:
         torch.manual_seed(args.seed)
         model = BertForMaskedLM(config)
     model.to(device)
@@ -250,12 +302,18 @@ def main(argv=None):
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, args.max_steps, warmup_steps, args.schedule))
     masker = torch.Generator().manual_seed(args.seed)
-    if resumed_from:
-        state = torch.load(os.path.join(resumed_from, "training_state.pt"), weights_only=True)
+    if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         masker.set_state(state["masker_rng"])
         start = state["step"]
+        saved = state["args"]
+        if any(saved.get(k) != getattr(args, k) for k in ("lr", "max_steps", "warmup", "schedule", "weight_decay")):
+            scheduler.base_lrs = [args.lr] * len(optimizer.param_groups)  # the changed flags take effect now
+            for group in optimizer.param_groups:
+                group["initial_lr"] = args.lr
+                group["lr"] = args.lr * lr_factor(start, args.max_steps, warmup_steps, args.schedule)
+            optimizer.param_groups[0]["weight_decay"] = args.weight_decay  # the matrices' group
         if rank == 0:  # the RNG states saved are rank 0's; other ranks reseed (dropout only)
             torch.set_rng_state(state["torch_rng"])
             if device.type == "cuda" and state["cuda_rng"] is not None:
@@ -286,20 +344,36 @@ def main(argv=None):
               f"blocks of {args.seq_len} tokens; global batch {global_size}; device {device}"
               + (f" x{world}" if ddp else "") + (f"; resumed at step {start} from {resumed_from}" if resumed_from else ""))
 
+    def stop(reason: str, advice: str = "try a lower --lr, or --dtype fp32"):
+        if progress:
+            progress.close()
+        where = f"the last good checkpoint is {path}" if path else "no checkpoint was written"
+        die(f"{reason}; stopping ({where}). {advice[:1].upper()}{advice[1:]}.")
+
     def log(record):
         if main_process:
-            with open(metrics_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            try:
+                with open(metrics_path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+            except OSError as e:
+                stop(f"cannot append to {metrics_path} ({e.strerror})", "free some space, then --resume")
 
     def checkpoint(step):
         state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "masker_rng": masker.get_state(), "torch_rng": torch.get_rng_state(),
                  "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                 "args": dict(vars(args))}
-        path = save_checkpoint(args.out, step, model, tokenizer, state, args.keep) if main_process else None
+                 "args": dict(vars(args)), "global_batch": global_size}
+        saved_to = None
+        if main_process:
+            if not weights_are_finite(model):  # only finite weights are ever called a good checkpoint
+                stop(f"the weights are no longer finite at step {step}")
+            try:
+                saved_to = save_checkpoint(args.out, step, model, tokenizer, state, args.keep)
+            except OSError as e:
+                stop(f"cannot write the checkpoint of step {step} ({e.strerror})", "free some space, then --resume")
         if ddp:
             dist.barrier()
-        return path
+        return saved_to
 
     progress = None
     if main_process and not args.no_progress and start < args.max_steps:
@@ -314,7 +388,7 @@ def main(argv=None):
         attn = train_blocks.attention_mask[rows]
         types = train_blocks.token_type_ids[rows]
         x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id,
-                                   vocab.ordinary_token_ids, masker, args.mask_prob)
+                                   vocab.ordinary_tensor, masker, args.mask_prob, special_ids=vocab.special_ids)
         n_global = int((y != IGNORE_INDEX).sum())
         loss_sum = torch.zeros((), dtype=torch.float64)
         for micro in range(args.grad_accum):
@@ -334,15 +408,14 @@ def main(argv=None):
         if ddp:
             dist.all_reduce(loss_sum)
         train_loss = loss_sum.item() / n_global
-        if not math.isfinite(train_loss):
-            if progress:
-                progress.close()
-            where = f"the last good checkpoint is {path}" if path else "no checkpoint was written"
-            die(f"the training loss became {train_loss} at step {step + 1}; stopping ({where}). "
-                "Try a lower --lr or --dtype fp32.")
         lr = optimizer.param_groups[0]["lr"]
         scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf"))
+        # checked before the optimizer step; with fp16 the scaler itself skips steps with inf gradients
+        if not math.isfinite(train_loss):
+            stop(f"the training loss became {train_loss} at step {step + 1}")
+        if not scaler.is_enabled() and not math.isfinite(grad_norm):
+            stop(f"the gradient norm became {float(grad_norm)} at step {step + 1}")
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -356,6 +429,9 @@ def main(argv=None):
         if done % args.eval_every == 0 or done == args.max_steps:
             last = evaluate(model, valid, device, amp_dtype, rank, world)
             log({"step": done, **last})
+            if last["valid_loss"] > math.log(config.vocab_size) + 1:
+                stop(f"the validation loss is {last['valid_loss']:.1f} at step {done}, more than ln V + 1 = "
+                     f"{math.log(config.vocab_size) + 1:.1f} (worse than guessing every token uniformly): the run diverged")
         if done % args.save_every == 0 or done == args.max_steps:
             path = checkpoint(done)
         if progress:
@@ -368,15 +444,16 @@ def main(argv=None):
         last = evaluate(model, valid, device, amp_dtype, rank, world)
     if main_process:
         summary_path = os.path.join(args.out, "summary.json")
-        if tokens_seen or not os.path.isfile(summary_path):
+        summary = None if tokens_seen else read_json(summary_path)  # nothing ran: report the saved summary
+        if summary is None:
             wall = time.time() - t0
             summary = {**last, "unigram_baseline_acc": baseline_acc, "unigram_token": tokenizer.id_to_token(top_token),
                        "checkpoint": path, "steps": args.max_steps, "steps_this_run": args.max_steps - start,
                        "wall_s": wall, "tokens_per_s": tokens_seen / wall if tokens_seen else None}
-            with open(summary_path, "w", encoding="utf-8") as f:
-                json.dump(summary, f, indent=2)
-        with open(summary_path, encoding="utf-8") as f:
-            report(json.load(f), metrics_path)
+            write_json(summary_path, summary)
+        report(summary, metrics_path)
+    if lock:
+        lock.close()  # releases --out for the next process
     if ddp:
         dist.destroy_process_group()
 

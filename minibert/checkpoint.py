@@ -5,6 +5,10 @@ and friends) and a folder written by `transformers` loads here. Weights are read
 `model.safetensors` (or its sharded index), else from `pytorch_model.bin` with
 `torch.load(weights_only=True)`, never with pickle's full power.
 
+A file that cannot be read (a cut or garbled safetensors file or index, a `.bin` that
+`weights_only=True` refuses, a config.json of wrong types, a corrupt tokenizer.json, a file
+given where a folder is expected) is a one-line CheckpointError naming it.
+
 Loading is strict: a missing or unexpected tensor, or a shape mismatch, raises a
 CheckpointError listing all of them. The documented exceptions:
 - the buffers `embeddings.position_ids` / `embeddings.token_type_ids` and the NSP head
@@ -30,6 +34,7 @@ import sys
 from dataclasses import replace
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from .config import BertConfig
@@ -60,7 +65,8 @@ _CLASSIFIERS = {"BertForSequenceClassification", "BertForClassification"}
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that does not fit the model: nothing was loaded."""
+    """A checkpoint that cannot be loaded (a damaged file, or tensors that do not fit the
+    model), said in one line naming the file or listing the misfits: nothing was loaded."""
 
 
 def to_hf_name(name: str) -> str:
@@ -72,23 +78,65 @@ def to_hf_name(name: str) -> str:
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """The tensors of a checkpoint folder, under HF's names, on the CPU."""
+    """The tensors of a checkpoint folder, under HF's names, on the CPU.
+
+    A file that cannot be read (cut short, garbled, a pickle holding more than tensors) is a
+    one-line CheckpointError naming it; no reader's own traceback or advice reaches the caller.
+    """
     path = os.fspath(path)
     st, index, binary = (os.path.join(path, f) for f in
                          ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
     if os.path.isfile(st):
-        return load_file(st)
+        return _read_safetensors(st)
     if os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
         state = {}
-        for shard in shards:
-            state.update(load_file(os.path.join(path, shard)))
+        for shard in _shard_files(index):
+            state.update(_read_safetensors(os.path.join(path, shard)))
         return state
     if os.path.isfile(binary):
-        return torch.load(binary, map_location="cpu", weights_only=True)
+        return _read_bin(binary)
     found = sorted(os.listdir(path)) if os.path.isdir(path) else "no such folder"
     raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {path} (found: {found})")
+
+
+_DAMAGED = "the checkpoint is damaged — re-save or re-download it"
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _read_safetensors(file: str) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(file)
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {_DAMAGED}") from None
+
+
+def _shard_files(index: str) -> list[str]:
+    """The shard file names in a model.safetensors.index.json ({"weight_map": {tensor: file}})."""
+    try:
+        with open(index, encoding="utf-8") as f:
+            d = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{index}: not valid JSON ({_first_line(e)}); {_DAMAGED}") from None
+    weight_map = d.get("weight_map") if isinstance(d, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise CheckpointError(f'{index}: no "weight_map" {{tensor name: shard file}}; {_DAMAGED}')
+    return sorted(set(weight_map.values()))
+
+
+def _read_bin(file: str) -> dict[str, torch.Tensor]:
+    """torch.load(weights_only=True); whatever it refuses is refused here, in one line."""
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception:  # a refused object, a cut zip, garbage: torch raises many types, with wrong advice
+        raise CheckpointError(f"{file}: cannot be loaded safely with weights_only=True: it holds more than "
+                              "tensors (or is damaged); minibert never unpickles arbitrary objects — "
+                              "convert it to model.safetensors") from None
+    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+        raise CheckpointError(f"{file}: holds a {type(state).__name__}, not a state dict {{name: tensor}}")
+    return state
 
 
 def _listing(title: str, items: list[str], limit: int = 20) -> str:
@@ -191,7 +239,20 @@ def _atomic_write(final: str, write) -> None:
 
 def _saved_architectures(path: str) -> list[str]:
     with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-        return json.load(f).get("architectures") or []
+        saved = json.load(f).get("architectures")
+    return [a for a in saved if isinstance(a, str)] if isinstance(saved, list) else []
+
+
+def _read_config(path: str) -> BertConfig:
+    """BertConfig.load(path), its problems (wrong types, bad JSON) as CheckpointError."""
+    if not os.path.isdir(path):
+        problem = "is a file" if os.path.exists(path) else "does not exist (no such folder)"
+        raise CheckpointError(f"{path} {problem}; from_pretrained takes a checkpoint folder "
+                              "(config.json + model.safetensors)")
+    try:
+        return BertConfig.load(path)
+    except ValueError as e:
+        raise CheckpointError(str(e)) from None
 
 
 class Pretrained:
@@ -216,7 +277,7 @@ class Pretrained:
         e.g. `use_sdpa=True` or `hidden_dropout_prob=0.0`.
         """
         path = os.fspath(path)
-        config = replace(BertConfig.load(path), **config_overrides)
+        config = replace(_read_config(path), **config_overrides)
         saved = set(_saved_architectures(path)) & _CLASSIFIERS
         if cls.hf_architecture in _CLASSIFIERS and saved and cls.hf_architecture not in saved:
             raise CheckpointError(f"{path} holds a {saved.pop()}; its head differs from "
@@ -245,4 +306,7 @@ def load_tokenizer(path: str | os.PathLike):
     file = os.path.join(os.fspath(path), "tokenizer.json")
     if not os.path.isfile(file):
         raise FileNotFoundError(f"no tokenizer.json in {path}")
-    return Tokenizer.from_file(file)
+    try:
+        return Tokenizer.from_file(file)
+    except Exception as e:  # the tokenizers library raises a bare Exception
+        raise CheckpointError(f"{file}: not a valid tokenizer.json ({_first_line(e)})") from None

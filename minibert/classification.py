@@ -5,6 +5,8 @@ choosing what trains (full fine-tuning, a frozen encoder, or LoRA), evaluating, 
 from __future__ import annotations
 
 import copy
+import os
+import shutil
 
 import torch
 import torch.nn.functional as F
@@ -77,6 +79,14 @@ def evaluate(model, data: dict, batch_size: int, pad_id: int, device, num_labels
 
 
 def export(model, path: str, tokenizer) -> None:
-    """Save a plain copy (LoRA adapters merged into their weights) in HF's layout."""
+    """Save a plain copy (LoRA adapters merged into their weights) in HF's layout, into a
+    temporary folder that then replaces `path`: a reader never finds a half-written model."""
     plain = merge_lora(copy.deepcopy(model))
-    plain.save_pretrained(path, tokenizer=tokenizer)
+    tmp, old = f"{path}.tmp", f"{path}.old"
+    for leftover in (tmp, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    plain.save_pretrained(tmp, tokenizer=tokenizer)
+    if os.path.isdir(path):
+        os.rename(path, old)
+    os.rename(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)

@@ -42,6 +42,27 @@ ACTIVATIONS = {
 }
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _label_table(id2label) -> dict[int, str]:
+    """{0: label, 1: label, ...} from a dict keyed by ids or their strings (config.json's "0")."""
+    if not isinstance(id2label, dict):
+        raise ValueError(f"BertConfig.id2label must be an object {{id: label}}, got a {type(id2label).__name__}")
+    try:
+        table = {int(k): str(v) for k, v in id2label.items()}
+    except (TypeError, ValueError):
+        table = {}
+    if sorted(table) != list(range(len(id2label))):
+        raise ValueError(f"BertConfig.id2label keys must be 0..N-1, got {sorted(map(str, id2label))}")
+    return table
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522
@@ -67,7 +88,7 @@ class BertConfig:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                      "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if not (_is_int(value) and value > 0):
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
@@ -75,17 +96,19 @@ class BertConfig:
                 f"num_attention_heads ({self.num_attention_heads})")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
             value = getattr(self, name)
-            if value is not None and not 0.0 <= value < 1.0:
-                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
-        if not self.initializer_range > 0:
-            raise ValueError(f"BertConfig.initializer_range must be positive, got {self.initializer_range!r}")
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"BertConfig.layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
-        if not 0 <= self.pad_token_id < self.vocab_size:
+            if value is None and name == "classifier_dropout":
+                continue  # None: use hidden_dropout_prob
+            if not (_is_number(value) and 0.0 <= value < 1.0):
+                raise ValueError(f"BertConfig.{name} must be a number in [0, 1), got {value!r}")
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not (_is_number(value) and value > 0):
+                raise ValueError(f"BertConfig.{name} must be a positive number, got {value!r}")
+        if not (_is_int(self.pad_token_id) and 0 <= self.pad_token_id < self.vocab_size):
             raise ValueError(
-                f"BertConfig.pad_token_id ({self.pad_token_id}) must be a token id below "
+                f"BertConfig.pad_token_id ({self.pad_token_id!r}) must be a token id below "
                 f"vocab_size ({self.vocab_size})")
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ValueError(
                 f"BertConfig.hidden_act {self.hidden_act!r} is not supported; "
                 f"choose one of {tuple(ACTIVATIONS)}")
@@ -94,9 +117,7 @@ class BertConfig:
                 f"BertConfig.position_embedding_type {self.position_embedding_type!r} is not "
                 "supported; minibert implements BERT's learned absolute positions only")
         if self.id2label is not None:
-            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
-            if sorted(self.id2label) != list(range(len(self.id2label))):
-                raise ValueError(f"BertConfig.id2label keys must be 0..N-1, got {sorted(self.id2label)}")
+            self.id2label = _label_table(self.id2label)
 
     @property
     def head_size(self) -> int:  # D
@@ -132,7 +153,12 @@ class BertConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "BertConfig":
         """Build from a HF-style dict. Unknown keys are ignored with ONE warning naming them;
-        saved run-time switches are ignored silently (the caller chooses the code path)."""
+        saved run-time switches are ignored silently (the caller chooses the code path).
+        Anything but a dict, or a dict for another `model_type`, is a ValueError."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a config must be a JSON object {{field: value}}, got a {type(d).__name__}")
+        if d.get("model_type", "bert") != "bert":
+            raise ValueError(f"the config describes a {d['model_type']!r} model, not a BERT")
         names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_SWITCHES)
         unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS
                          and k not in RUNTIME_SWITCHES)
@@ -151,7 +177,8 @@ class BertConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BertConfig":
-        """Read a config.json file, or the config.json inside a checkpoint folder."""
+        """Read a config.json file, or the config.json inside a checkpoint folder. Every
+        problem with the file is one ValueError line that names it (FileNotFoundError if absent)."""
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         try:
@@ -159,11 +186,12 @@ class BertConfig:
                 d = json.load(f)
         except FileNotFoundError:
             raise FileNotFoundError(f"no config.json at {path}") from None
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from None
-        if d.get("model_type", "bert") != "bert":
-            raise ValueError(f"{path} describes a {d['model_type']!r} model, not a BERT")
-        return cls.from_dict(d)
+        try:
+            return cls.from_dict(d)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
 
 
 # name -> (num_hidden_layers, hidden_size, num_attention_heads); intermediate = 4 * hidden.

@@ -2,7 +2,7 @@
 each batch to its own longest row, and the scores (accuracy, macro-F1).
 
 A labelled set is a folder with `train`, `valid` and `test` files, each `.tsv`
-(text<TAB>label), `.csv` or `.jsonl` (fields `text` and `label`).
+(text<TAB>label, after an optional header row), `.csv` or `.jsonl` (fields `text` and `label`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,13 @@ class InputError(ValueError):
 
 
 def read_split(path: str) -> list[tuple[str, str]]:
-    """(text, label) rows of a .tsv (text<TAB>label), .csv or .jsonl file (fields text, label)."""
+    """(text, label) rows of a .tsv (text<TAB>label), .csv or .jsonl file (fields text, label).
+
+    A .tsv may start with a header row: a first line `text<TAB>label` (or `sentence` /
+    `sentence1` for `text`, any case) is skipped, not read as an example of the class "label".
+    A row without its text or label (a short .csv row, a .jsonl `null` or missing key) is
+    refused, naming file:line, rather than read as the class "None".
+    """
     rows = []
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -27,18 +33,22 @@ def read_split(path: str) -> list[tuple[str, str]]:
                 for n, line in enumerate(f, 1):
                     if line.strip():
                         r = json.loads(line)
-                        rows.append((n, str(r["text"]), str(r["label"])))
+                        if not isinstance(r, dict):
+                            raise InputError(f"{path}:{n}: expected a JSON object with text and label")
+                        rows.append((n, _field(r, "text", path, n), _field(r, "label", path, n)))
             elif path.endswith(".csv"):
-                reader = csv.DictReader(f)
-                rows = [(n, r["text"], str(r["label"])) for n, r in enumerate(reader, 2)]
+                rows = [(n, _field(r, "text", path, n), _field(r, "label", path, n))
+                        for n, r in enumerate(csv.DictReader(f), 2)]
             else:
                 for n, line in enumerate(f, 1):
                     if line.strip():
                         text, sep, label = line.rstrip("\n").rpartition("\t")
                         if not sep:
                             raise InputError(f"{path}:{n}: expected text<TAB>label")
+                        if not rows and _is_tsv_header(text, label):
+                            continue
                         rows.append((n, text, label))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(f"cannot read {path}: {type(e).__name__}: {e}") from None
     for n, text, label in rows:
         if not text.strip():
@@ -48,6 +58,19 @@ def read_split(path: str) -> list[tuple[str, str]]:
     if not rows:
         raise InputError(f"{path} holds no examples")
     return [(text, label) for _, text, label in rows]
+
+
+def _field(row: dict, name: str, path: str, n: int) -> str:
+    """row[name] as text; a missing field or a null is refused, naming file:line."""
+    value = row.get(name)
+    if value is None:
+        raise InputError(f"{path}:{n}: missing {name}")
+    return str(value)
+
+
+def _is_tsv_header(text: str, label: str) -> bool:
+    """True for a header row: text field `text`/`sentence`/`sentence1`, label field `label`."""
+    return text.strip().lower() in ("text", "sentence", "sentence1") and label.strip().lower() == "label"
 
 
 def split_files(folder: str) -> dict[str, str]:

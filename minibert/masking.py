@@ -10,6 +10,7 @@ The 80/10/10 split is BERT's empirical choice, not a guarantee of anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -30,7 +31,7 @@ def _corrupt(input_ids, u, probability, mask_id, ordinary, generator):
     so it picks the action: u < 0.8p -> mask_id (80%), 0.8p <= u < 0.9p -> a random id from
     `ordinary` (10%), otherwise kept (10%).
     """
-    dev = generator.device if generator is not None else torch.device("cpu")
+    dev = _draw_device(generator)
     to_mask = u < 0.8 * probability                                                    # (B, T)
     to_random = ((u >= 0.8 * probability) & (u < 0.9 * probability)).nonzero(as_tuple=True)  # R
     pick = torch.randint(len(ordinary), (len(to_random[0]),), generator=generator, device=dev)  # (R,)
@@ -38,6 +39,22 @@ def _corrupt(input_ids, u, probability, mask_id, ordinary, generator):
     corrupted = input_ids.masked_fill(to_mask, mask_id)                                # (B, T)
     corrupted[to_random] = replacements
     return corrupted, replacements
+
+
+def _draw_device(generator: torch.Generator | None) -> torch.device:
+    """Where random numbers are drawn: the generator's device; the CPU for torch's global
+    generator (generator=None, seeded by torch.manual_seed)."""
+    return generator.device if generator is not None else torch.device("cpu")
+
+
+def _check_pool(ordinary: torch.Tensor, special_ids, mask_id: int) -> None:
+    """The whole replacement pool against every special id and [MASK]: one isin, no draw."""
+    forbidden = torch.tensor([*special_ids, mask_id], device=ordinary.device)
+    bad = ordinary[torch.isin(ordinary, forbidden)].unique().tolist()
+    if bad:
+        raise MaskingError(f"ordinary_token_ids contains special ids {bad[:10]}: random replacements "
+                           "must never produce a special token; build the pool without them "
+                           "(MaskingVocab.from_tokenizer does)")
 
 
 def _id_tensor(ids, name: str) -> torch.Tensor:
@@ -49,8 +66,8 @@ def _id_tensor(ids, name: str) -> torch.Tensor:
 
 
 def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_mask: torch.Tensor,
-               mask_id: int, ordinary_token_ids, generator: torch.Generator,
-               probability: float = 0.15, ignore_index: int = IGNORE_INDEX):
+               mask_id: int, ordinary_token_ids, generator: torch.Generator | None,
+               probability: float = 0.15, ignore_index: int = IGNORE_INDEX, *, special_ids=None):
     """Mask a batch for MLM (S10). Returns (corrupted, labels, attention_mask, selected).
 
     input_ids, attention_mask (1 = real token), special_mask (1 = [CLS]/[SEP]/...): (B, T).
@@ -60,7 +77,13 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
     Selected positions become mask_id (80%), a random id drawn from `ordinary_token_ids`
     only (10%, never a special token), or stay unchanged (10%). labels hold the ORIGINAL
     id at selected positions and `ignore_index` elsewhere (padding included); `input_ids`
-    itself is never modified. All randomness comes from `generator`: same seed, same output.
+    itself is never modified. All randomness comes from `generator`: same seed, same output;
+    generator=None draws from torch's global CPU generator (seed it with torch.manual_seed).
+
+    The pool is checked against [MASK] and the special ids of this batch where replacements
+    are drawn. Give `special_ids` (every special id of the tokenizer, MaskingVocab.special_ids)
+    and the whole pool is checked against them first, so a pool holding e.g. [PAD] is refused
+    even on a batch without padding. Neither check draws a random number.
     """
     if not (input_ids.shape == attention_mask.shape == special_mask.shape) or input_ids.dim() != 2:
         raise MaskingError(f"input_ids {tuple(input_ids.shape)}, attention_mask "
@@ -69,6 +92,8 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
     if not 0.0 < probability <= 1.0:
         raise MaskingError(f"probability must be in (0, 1], got {probability}")
     ordinary = _id_tensor(ordinary_token_ids, "ordinary_token_ids").to(input_ids.device)
+    if special_ids is not None:
+        _check_pool(ordinary, special_ids, mask_id)
     special = special_mask.bool()
     candidates = attention_mask.bool() & ~special                             # (B, T)
     has_candidate = candidates.any(dim=1)                                     # (B,)
@@ -77,7 +102,7 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
                            "padding or a special token")
 
     B, T = input_ids.shape
-    dev = generator.device
+    dev = _draw_device(generator)
     # 1. one draw per position; a candidate is selected when its draw is < probability
     u = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)   # (B, T)
     u.masked_fill_(~candidates, NOT_A_CANDIDATE)
@@ -95,9 +120,10 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
         selected[rows, cols] = True
     # 3. 80 / 10 / 10, and labels from the untouched input
     corrupted, drawn = _corrupt(input_ids, u, probability, mask_id, ordinary, generator)
-    # The replacements actually drawn must not be [MASK] or a special id of this batch. Checking
-    # the ~1.5% of positions drawn, not the whole pool (30k ids) on every call, keeps this cheap;
-    # a bad pool is reported the first time it yields a bad id, and never reaches the output.
+    # The replacements actually drawn must not be [MASK] or a special id of this batch: cheap
+    # (~1.5% of positions), and a bad pool is reported the first time it yields such an id. A
+    # special id absent from the batch ([PAD] in a batch without padding) is seen only by the
+    # whole-pool check that `special_ids` turns on (~0.2 ms for 30k ids on one CPU core).
     forbidden = torch.cat([input_ids[special], input_ids.new_tensor([mask_id])])    # (S + 1,)
     clash = drawn[:, None] == forbidden[None, :]                                    # (R, S + 1)
     if clash.any():
@@ -121,7 +147,7 @@ def random_mask_tokens(input_ids: torch.Tensor, vocab_size: int, mask_token_id: 
     """
     special = torch.tensor(sorted(set(special_tokens or [])), dtype=torch.long)
     protected = torch.isin(input_ids, special.to(input_ids.device))           # (B, T)
-    dev = generator.device if generator is not None else torch.device("cpu")
+    dev = _draw_device(generator)
     u = torch.rand(input_ids.shape, generator=generator, device=dev).to(input_ids.device)
     u.masked_fill_(protected, NOT_A_CANDIDATE)                               # (B, T)
     selected = u < mask_prob                                                  # (B, T)
@@ -140,6 +166,8 @@ class MaskingVocab:
 
     special_ids: the tokenizer's special tokens ([PAD], [UNK], [CLS], [SEP], [MASK], ...);
     ordinary_token_ids: every other id, the pool for random replacements.
+    The masker's call: mask_batch(ids, attention, vocab.special_mask(ids), vocab.mask_id,
+    vocab.ordinary_tensor, generator, p, special_ids=vocab.special_ids).
     """
 
     mask_id: int
@@ -158,6 +186,11 @@ class MaskingVocab:
         if not ordinary:
             raise MaskingError("the tokenizer has no ordinary (non-special) token")
         return cls(mask_id, tuple(special), ordinary)
+
+    @cached_property
+    def ordinary_tensor(self) -> torch.Tensor:
+        """ordinary_token_ids as a (V',) long tensor, built once rather than on every mask_batch call."""
+        return torch.tensor(self.ordinary_token_ids, dtype=torch.long)
 
     def special_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
         """(B, T) bool: True where input_ids holds a special token."""

@@ -14,6 +14,11 @@ import sys
 
 import torch
 
+try:
+    import fcntl  # POSIX: an advisory lock that the kernel releases when the process dies
+except ImportError:  # Windows: run folders are claimed without a lock
+    fcntl = None
+
 
 def die(msg: str):
     """Stop a script with one line on standard error: what is wrong and what to do."""
@@ -87,6 +92,107 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(1000 * seed + epoch))
 
 
+# ---- run folders ----------------------------------------------------------------------------
+
+RUN_FILE = "run.json"  # {"kind": ...}: what wrote this folder
+LOCK_FILE = ".lock"
+
+
+def run_kind(out: str) -> str | None:
+    """What `out` holds: None (nothing), the kind its run.json names, or a guess for a folder
+    written before run.json existed ("pretraining", "fine-tuning", "other files")."""
+    if not os.path.isdir(out):
+        return None
+    entries = set(os.listdir(out)) - {LOCK_FILE}
+    if not entries:
+        return None
+    try:
+        with open(os.path.join(out, RUN_FILE), encoding="utf-8") as f:
+            return str(json.load(f)["kind"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if "checkpoints" in entries:
+        return "pretraining"
+    if "best" in entries:
+        return "fine-tuning"
+    return "other files"
+
+
+def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False) -> str | None:
+    """Stop with one line, before anything is loaded or written, if `out` cannot be this run's
+    folder: it is a file, it is not writable, or it holds another run (another kind, or this
+    kind without --resume) and `overwrite` was not asked for. Returns what it holds."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        die(f"--out {out} is a file; give a folder")
+    found = run_kind(out)
+    if found and not overwrite and not (resume and found == kind):
+        what = "other files" if found == "other files" else f"a {found} run"
+        hint = "pass --resume to continue it, " if found == kind == "pretraining" else ""
+        die(f"--out {out} already holds {what}; {hint}pass --overwrite to replace it, or choose another --out")
+    parent = os.path.abspath(out)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        die(f"cannot write to --out {out}: {parent} is not writable; choose another --out")
+    return found
+
+
+def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False):
+    """Make `out` this run's folder (check_run_folder's checks first). A lock file stops a second
+    process from using the folder while this one runs; with `overwrite` everything the folder
+    held is removed, so nothing of an old run is mixed in. Returns the open lock file: keep it
+    for the life of the run."""
+    found = check_run_folder(out, kind, resume, overwrite)
+    try:
+        os.makedirs(out, exist_ok=True)
+        lock = open(os.path.join(out, LOCK_FILE), "a+", encoding="utf-8")
+    except OSError as e:
+        die(f"cannot write to --out {out}: {e.strerror}; choose another --out")
+    if fcntl is not None:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.seek(0)
+            die(f"--out {out} is in use by another process (pid {lock.read().strip() or '?'}); "
+                "wait for it to finish or choose another --out")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    if found and overwrite:
+        for name in set(os.listdir(out)) - {LOCK_FILE}:
+            path = os.path.join(out, name)
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+    write_json(os.path.join(out, RUN_FILE), {"kind": kind})
+    return lock
+
+
+def write_json(path: str, obj) -> None:
+    """Write JSON to a temporary name and rename it into place: never seen half-written."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def read_json(path: str):
+    """A JSON file, or None when it is missing or damaged (cut short by a crash or a full disk)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def weights_are_finite(model) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
 # ---- checkpoint folders ---------------------------------------------------------------------
 
 
@@ -126,11 +232,19 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
 
 
 def truncate_metrics(path: str, step: int) -> None:
-    """After a resume from `step`, drop the log lines of steps that will be run again."""
+    """After a resume from `step`, drop the log lines of steps that will be run again, and a
+    line a crash cut short."""
     if not os.path.isfile(path):
         return
-    with open(path, encoding="utf-8") as f:
-        kept = [line for line in f if json.loads(line)["step"] <= step]
+    kept = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("step", math.inf) <= step:
+                kept.append(json.dumps(record) + "\n")
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.writelines(kept)
     os.replace(path + ".tmp", path)

@@ -1,9 +1,12 @@
-"""Shared helpers. Tolerances are explicit at each call site."""
+"""Shared helpers and fixtures. Tolerances are explicit at each call site."""
+
+import random
 
 import pytest
 import torch
 
-from minibert import BertConfig
+from minibert import BertConfig, BertForMaskedLM
+from minibert.text import train_wordpiece
 
 
 def assert_close(actual, expected, atol, rtol=0.0, what="tensor"):
@@ -48,3 +51,50 @@ def batch():
     types[:, 5:] = 1
     types[1, 6:] = 0
     return ids, mask, types
+
+
+# ---- shared by the tests of train_mlm.py and finetune.py ----------------------------------------
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """3,000 lines of 1-3 sentences from a small grammar (seeded): a corpus with real structure
+    ('an' is followed by 'apple' or 'owl', 'my' by 'friend', ...), small enough to learn from in seconds."""
+    rng = random.Random(0)
+    subjects = ["the cat", "a dog", "my friend", "the teacher", "our neighbour", "the old man", "a small bird"]
+    verbs = ["sees", "likes", "finds", "follows", "watches", "helps", "draws"]
+    objects = ["the ball", "an apple", "the river", "the market", "a new book", "the garden", "an owl"]
+    endings = [".", " today.", " every morning.", " in the evening.", " again."]
+    lines = [" ".join(f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)}{rng.choice(endings)}"
+                      for _ in range(rng.randint(1, 3))) for _ in range(3000)]
+    path = tmp_path_factory.mktemp("corpus") / "grammar.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+POSITIVE = ["good", "great", "fine", "lovely", "superb"]
+NEGATIVE = ["bad", "awful", "poor", "dull", "boring"]
+FILLER = ["the", "film", "was", "really", "a", "story", "plot", "and", "acting", "very"]
+
+
+def sentence(rng, label):
+    words = rng.sample(FILLER, 4) + [rng.choice(POSITIVE if label else NEGATIVE)]
+    rng.shuffle(words)
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A labelled set whose label is the sentiment word in each sentence (train 400, valid and
+    test 100 each, balanced), and a tiny random BERT checkpoint (MLM layout, no pooler) with a
+    WordPiece tokenizer trained on the training text."""
+    root = tmp_path_factory.mktemp("ft")
+    rng = random.Random(0)
+    for split, n in (("train", 400), ("valid", 100), ("test", 100)):
+        rows = [(sentence(rng, i % 2), "pos" if i % 2 else "neg") for i in range(n)]
+        (root / "data").mkdir(exist_ok=True)
+        (root / "data" / f"{split}.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in rows))
+    texts = (root / "data" / "train.tsv").read_text().splitlines()
+    tok = train_wordpiece([t.split("\t")[0] for t in texts], vocab_size=80)
+    torch.manual_seed(0)
+    BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(root / "ckpt", tokenizer=tok)
+    return root

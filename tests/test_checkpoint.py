@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import re
+import struct
 import warnings
 
 import pytest
@@ -214,3 +215,140 @@ def test_hand_written_safetensors_is_byte_identical_to_the_library(tmp_path):
     ckpt.save_file(tensors, tmp_path / "ours.safetensors", metadata={"format": "pt"})
     library_save_file(tensors, tmp_path / "theirs.safetensors", metadata={"format": "pt"})
     assert (tmp_path / "ours.safetensors").read_bytes() == (tmp_path / "theirs.safetensors").read_bytes()
+
+
+# ---- damaged files: one CheckpointError line naming the file ------------------------------
+
+
+def _one_line_naming(error, file):
+    """The message starts with the file's full path and is a single line."""
+    msg = str(error.value)
+    assert msg.startswith(str(file)) and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("damage", [
+    lambda b: b[:len(b) // 2],                               # cut in half: the data is shorter than the header says
+    lambda b: b[:8] + b"\xff" * 16 + b[24:],                 # header bytes garbled: not UTF-8 JSON
+    lambda b: struct.pack("<Q", 2 ** 60) + b[8:],            # header claims 2^60 bytes (1 EiB)
+    lambda b: b"",                                           # empty file
+], ids=["truncated", "garbled header", "huge header size", "empty"])
+def test_damaged_safetensors_is_a_checkpoint_error_naming_the_file(tmp_path, damage):
+    """A model.safetensors damaged in each way raises CheckpointError (not SafetensorError),
+    naming the file, saying why in a few words and what to do."""
+    BertModel(tiny_config()).save_pretrained(tmp_path)
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(damage(f.read_bytes()))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: not a readable safetensors file \(.+\); "
+                                              "the checkpoint is damaged — re-save or re-download it") as e:
+        BertModel.from_pretrained(tmp_path)
+    _one_line_naming(e, f)
+
+
+def _shard(tmp_path):
+    """Turn a saved checkpoint into a one-shard index: model-00001-of-00001.safetensors + index."""
+    BertModel(tiny_config()).save_pretrained(tmp_path)
+    shard = tmp_path / "model-00001-of-00001.safetensors"
+    (tmp_path / "model.safetensors").rename(shard)
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {k: shard.name for k in load_file(shard)}}))
+    return shard, index
+
+
+def test_damaged_shard_or_index_is_a_checkpoint_error_naming_the_file(tmp_path):
+    """A sharded checkpoint loads; with its shard cut in half the error names the shard; an
+    index that is not JSON, or has no weight_map, names the index."""
+    shard, index = _shard(tmp_path)
+    BertModel.from_pretrained(tmp_path)  # the sharded path works on good files
+    shard.write_bytes(shard.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match=r"model-00001-of-00001\.safetensors: not a readable safetensors") as e:
+        BertModel.from_pretrained(tmp_path)
+    _one_line_naming(e, shard)
+    for text, message in [('{"weight_map": ', "not valid JSON"), ('{"metadata": {}}', 'no "weight_map"'),
+                          ('["model.safetensors"]', 'no "weight_map"')]:
+        index.write_text(text)
+        with pytest.raises(CheckpointError, match=rf"index\.json: {message}.*damaged") as e:
+            BertModel.from_pretrained(tmp_path)
+        _one_line_naming(e, index)
+
+
+class _RunsACommand:
+    """Unpickling this calls os.system(command): what a malicious pytorch_model.bin does."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command,)
+
+
+def test_a_malicious_pickle_is_refused_and_never_runs(tmp_path):
+    """A pytorch_model.bin whose unpickling would run `touch MARKER`: CheckpointError naming the
+    file, advising safetensors (not torch's "retry with weights_only=False"), and MARKER is not
+    created. The same message for a .bin cut short."""
+    marker = tmp_path / "MARKER"
+    tiny_config().save(tmp_path / "config.json")
+    binary = tmp_path / "pytorch_model.bin"
+    torch.save({"bert.pooler.dense.bias": _RunsACommand(f"touch {marker}")}, binary)
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: cannot be loaded safely with weights_only=True: "
+                                              r"it holds more than tensors \(or is damaged\); minibert never "
+                                              "unpickles arbitrary objects — convert it to model.safetensors") as e:
+        BertModel.from_pretrained(tmp_path)
+    _one_line_naming(e, binary)
+    assert "weights_only=False" not in str(e.value)
+    assert not marker.exists()
+    torch.save({"w": torch.zeros(100)}, binary)
+    binary.write_bytes(binary.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match="cannot be loaded safely"):
+        BertModel.from_pretrained(tmp_path)
+
+
+def test_a_bin_that_is_not_a_state_dict_is_refused(tmp_path):
+    """A pytorch_model.bin holding a list of tensors loads with weights_only=True but is no {name: tensor}."""
+    tiny_config().save(tmp_path / "config.json")
+    torch.save([torch.zeros(2)], tmp_path / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: holds a list, not a state dict"):
+        BertModel.from_pretrained(tmp_path)
+
+
+def test_from_pretrained_wants_a_folder(tmp_path):
+    """Given the model.safetensors file itself (a UnicodeDecodeError before), or a folder that
+    does not exist: CheckpointError naming the path and saying a folder is expected."""
+    BertModel(tiny_config()).save_pretrained(tmp_path)
+    file = tmp_path / "model.safetensors"
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is a file; from_pretrained takes a checkpoint "
+                                              r"folder \(config\.json \+ model\.safetensors\)") as e:
+        BertModel.from_pretrained(file)
+    _one_line_naming(e, file)
+    with pytest.raises(CheckpointError, match="nowhere does not exist"):
+        BertModel.from_pretrained(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("hidden_dropout_prob", "0.1x", r"BertConfig\.hidden_dropout_prob must be a number in \[0, 1\), got '0.1x'"),
+    ("id2label", ["neg", "pos"], r"BertConfig\.id2label must be an object"),
+    ("hidden_size", "768", r"BertConfig\.hidden_size must be a positive integer, got '768'"),
+    ("model_type", "gpt2", "the config describes a 'gpt2' model"),
+])
+def test_config_json_problems_are_a_checkpoint_error(tmp_path, field, value, message):
+    """from_pretrained turns config.json's problems into CheckpointError naming config.json
+    (still a ValueError for callers that catch that)."""
+    BertModel(tiny_config()).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, field: value}))
+    with pytest.raises(CheckpointError, match=r"config\.json: " + message) as e:
+        BertModel.from_pretrained(tmp_path)
+    _one_line_naming(e, tmp_path / "config.json")
+    (tmp_path / "config.json").write_text("[]")
+    with pytest.raises(CheckpointError, match=r"config\.json: a config must be a JSON object"):
+        BertModel.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("content", ['{"model": ', '{"a": 1}', "[]"], ids=["cut", "not a tokenizer", "list"])
+def test_corrupt_tokenizer_json_is_a_checkpoint_error(tmp_path, content):
+    """A tokenizer.json the tokenizers library cannot read (it raises a bare Exception):
+    CheckpointError naming the file, with the library's reason."""
+    file = tmp_path / "tokenizer.json"
+    file.write_text(content)
+    with pytest.raises(CheckpointError, match=r"tokenizer\.json: not a valid tokenizer\.json \(.+\)$") as e:
+        load_tokenizer(tmp_path)
+    _one_line_naming(e, file)

@@ -42,10 +42,51 @@ def test_unknown_preset_is_a_clear_error():
     ("layer_norm_eps", 0.0, "layer_norm_eps"),
     ("position_embedding_type", "relative_key", "position_embedding_type"),
     ("pad_token_id", 40000, "pad_token_id"),
+    ("hidden_size", "768", "hidden_size must be a positive integer, got '768'"),
+    ("hidden_dropout_prob", "0.1x", r"hidden_dropout_prob must be a number in \[0, 1\), got '0.1x'"),
+    ("attention_probs_dropout_prob", None, "attention_probs_dropout_prob must be a number"),
+    ("initializer_range", "0.02", "initializer_range must be a positive number, got '0.02'"),
+    ("pad_token_id", "0", "pad_token_id \\('0'\\) must be a token id"),
+    ("hidden_act", ["gelu"], "hidden_act \\['gelu'\\] is not supported"),
+    ("id2label", ["neg", "pos"], "id2label must be an object {id: label}, got a list"),
+    ("id2label", {"a": "neg", "b": "pos"}, r"id2label keys must be 0..N-1, got \['a', 'b'\]"),
 ])
 def test_invalid_configs_name_the_field(field, value, message):
+    """A value of the wrong type (a string for a number, a list for the label table) is a
+    ValueError naming the field, like a value out of range, never a TypeError from a comparison."""
     with pytest.raises(ValueError, match=message):
         BertConfig(**{field: value})
+
+
+def test_classifier_dropout_none_means_hidden_dropout():
+    """None is allowed for classifier_dropout only (HF's "use hidden_dropout_prob")."""
+    assert BertConfig(classifier_dropout=None).classifier_dropout is None
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("hidden_dropout_prob", "0.1x", r"hidden_dropout_prob must be a number in \[0, 1\), got '0.1x'"),
+    ("id2label", ["neg", "pos"], "id2label must be an object"),
+    ("hidden_size", "768", "hidden_size must be a positive integer, got '768'"),
+])
+def test_a_config_json_of_wrong_types_names_the_file_and_the_field(tmp_path, field, value, message):
+    """config.json holding a wrong type: one ValueError line `<path>/config.json: BertConfig.<field> ...`."""
+    (tmp_path / "config.json").write_text(json.dumps({**BertConfig().to_dict(), field: value}))
+    with pytest.raises(ValueError, match=r"config\.json: BertConfig\." + message) as e:
+        BertConfig.load(tmp_path)
+    assert str(e.value).startswith(str(tmp_path / "config.json")) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"[1, 2]", "a config must be a JSON object {field: value}, got a list"),
+    (b'"bert"', "a config must be a JSON object {field: value}, got a str"),
+    (b"\xff\xfe\x00garbage", "is not valid JSON"),
+    (b'{"hidden_size": 32', "is not valid JSON"),
+], ids=["list", "string", "binary", "cut"])
+def test_a_config_json_that_is_not_an_object_names_the_file(tmp_path, content, message):
+    """A top-level JSON list or string, bytes that are not UTF-8, or a cut-off file: ValueError naming config.json."""
+    (tmp_path / "config.json").write_bytes(content)
+    with pytest.raises(ValueError, match=r"config\.json:? " + message):
+        BertConfig.load(tmp_path)
 
 
 def test_config_json_round_trip(tmp_path):

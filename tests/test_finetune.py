@@ -1,7 +1,6 @@
 """Fine-tuning (S17-S20), LoRA, predict_batch, polysemy helpers (S28), finetune.py end to end."""
 
 import json
-import random
 
 import pytest
 import torch
@@ -15,36 +14,7 @@ from minibert.labelled import InputError, read_split
 from minibert.text import train_wordpiece
 from minibert.lora import LoRALinear, add_lora, merge_lora
 
-from conftest import assert_close, perturb_, tiny_config
-
-POSITIVE = ["good", "great", "fine", "lovely", "superb"]
-NEGATIVE = ["bad", "awful", "poor", "dull", "boring"]
-FILLER = ["the", "film", "was", "really", "a", "story", "plot", "and", "acting", "very"]
-
-
-def sentence(rng, label):
-    words = rng.sample(FILLER, 4) + [rng.choice(POSITIVE if label else NEGATIVE)]
-    rng.shuffle(words)
-    return " ".join(words)
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """A labelled set whose label is the sentiment word in each sentence (train 400, valid and
-    test 100 each, balanced), and a tiny random BERT checkpoint (MLM layout, no pooler) with a
-    WordPiece tokenizer trained on the training text."""
-    root = tmp_path_factory.mktemp("ft")
-    rng = random.Random(0)
-    for split, n in (("train", 400), ("valid", 100), ("test", 100)):
-        rows = [(sentence(rng, i % 2), "pos" if i % 2 else "neg") for i in range(n)]
-        (root / "data").mkdir(exist_ok=True)
-        (root / "data" / f"{split}.tsv").write_text("".join(f"{t}\t{y}\n" for t, y in rows))
-    texts = (root / "data" / "train.tsv").read_text().splitlines()
-    tok = train_wordpiece([t.split("\t")[0] for t in texts], vocab_size=80)
-    torch.manual_seed(0)
-    BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(root / "ckpt", tokenizer=tok)
-    return root
-
+from conftest import FILLER, assert_close, perturb_, tiny_config
 
 def run(setup, out, *extra):
     return finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(setup / "data"), "--out", str(out),
@@ -201,7 +171,7 @@ def test_bad_input_is_a_clear_error(setup, tmp_path):
     other = tmp_path / "other"
     BertForMaskedLM(tiny_config(vocab_size=50)).save_pretrained(
         other, tokenizer=train_wordpiece(["some other words entirely"] * 5 + FILLER * 9, vocab_size=200))
-    with pytest.raises(SystemExit, match="has .* tokens but the model's vocabulary has 50"):
+    with pytest.raises(SystemExit, match=r"does not belong to its model \(50 tokens"):
         finetune.main(["--checkpoint", str(other), "--data", str(setup / "data"), "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit, match="use en, zh, or a folder"):
         run(setup, tmp_path / "o", "--data", str(tmp_path / "nowhere"))
@@ -242,5 +212,5 @@ def test_csv_and_jsonl_datasets_read_like_tsv(tmp_path):
     for ext in ("csv", "jsonl", "tsv"):
         assert read_split(str(tmp_path / f"x.{ext}")) == rows, ext
     (tmp_path / "bad.jsonl").write_text('{"text": "no label"}\n')
-    with pytest.raises(InputError, match="cannot read .*bad.jsonl"):
+    with pytest.raises(InputError, match=r"bad\.jsonl:1: missing label"):
         read_split(str(tmp_path / "bad.jsonl"))

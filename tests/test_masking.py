@@ -221,3 +221,52 @@ def test_s11_special_tokens_none_protects_nothing():
     assert abs(to_mask - 0.8) < 0.030, to_mask
     assert abs(kept - 0.1) < 0.023, kept
     assert abs(other - 0.1) < 0.023, other
+
+
+def test_the_random_stream_is_pinned():
+    """`make run` prints the same numbers only if mask_batch draws the same numbers in the same
+    order: 6 rows of 1 or 2 ordinary tokens at 15%, seed 1, exercise all three draws (one per
+    position; the extra pick for the 5 rows that drew no target; the random ids). These outputs
+    were recorded before generator=None and special_ids existed; passing special_ids (a pool
+    check that draws nothing) or the pool as MaskingVocab's cached tensor changes nothing."""
+    ids, attention, special = make_batch(6, 5, seed=1)
+    assert ids.tolist() == [[1, 447, 904, 924, 2], [1, 387, 657, 135, 2], [1, 817, 2, 0, 0],
+                            [1, 94, 2, 0, 0], [1, 109, 606, 2, 0], [1, 206, 2, 0, 0]]
+    expected = [[1, 3, 904, 924, 2], [1, 977, 657, 135, 2], [1, 159, 2, 0, 0],  # 977, 159: random ids
+                [1, 94, 2, 0, 0], [1, 109, 3, 2, 0], [1, 3, 2, 0, 0]]           # 94: selected, kept
+    vocab = MaskingVocab(MASK, tuple(SPECIAL), tuple(ORDINARY))
+    assert vocab.ordinary_tensor is vocab.ordinary_tensor  # built once
+    for pool, kw in [(ORDINARY, {}), (ORDINARY, {"special_ids": SPECIAL}),
+                     (vocab.ordinary_tensor, {"special_ids": vocab.special_ids})]:
+        corrupted, _, _, selected = mask_batch(ids, attention, special, MASK, pool,
+                                               torch.Generator().manual_seed(1), **kw)
+        assert corrupted.tolist() == expected, kw
+        assert selected.nonzero().tolist() == [[0, 1], [1, 1], [2, 1], [3, 1], [4, 2], [5, 1]], kw
+
+
+def test_generator_none_draws_from_torchs_global_generator():
+    """generator=None (an AttributeError before) uses torch's global CPU generator: after
+    torch.manual_seed(7) the output equals that of torch.Generator().manual_seed(7), the same
+    Mersenne Twister seeded alike. The global state is restored afterwards (fork_rng)."""
+    ids, attention, special = make_batch(32, 16)
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        a = mask_batch(ids, attention, special, MASK, ORDINARY, None)
+    b = run(ids, attention, special, seed=7)
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x, y)
+
+
+def test_a_pool_holding_a_special_id_is_refused_on_a_batch_that_lacks_it():
+    """A batch with no padding (every row full length) and a pool that holds [PAD]: the check at
+    the draws compares the drawn ids with [MASK] and the special ids IN the batch, so [PAD] could
+    slip into real positions. special_ids=SPECIAL checks the whole pool first, before any draw,
+    and names the offending ids; a clean pool passes."""
+    ids, attention, special = make_batch(8, 16, min_len=16)
+    assert (attention == 1).all() and not (ids == PAD).any()
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(MaskingError, match=r"ordinary_token_ids contains special ids \[0, 3\]"):
+        mask_batch(ids, attention, special, MASK, [PAD, MASK] + ORDINARY, g, special_ids=SPECIAL)
+    with pytest.raises(MaskingError, match=r"special ids \[0\]"):
+        mask_batch(ids, attention, special, MASK, [PAD], g, probability=1.0, special_ids=(PAD, CLS, SEP))
+    mask_batch(ids, attention, special, MASK, ORDINARY, g, special_ids=SPECIAL)

@@ -1,0 +1,300 @@
+"""What happens when things go wrong in a run: run folders are never mixed or shared, a run that
+diverges says so, a resume checks its flags and survives a damaged checkpoint, and every bad
+flag or file is one line, said before any data is loaded. Tiny runs of train_mlm.py and
+finetune.py on the fixtures of test_pretraining.py and test_finetune.py."""
+
+import errno
+import fcntl
+import json
+import os
+
+import pytest
+import torch
+
+import finetune
+import train_mlm
+from minibert.training import LOCK_FILE, claim_run_folder, write_json
+
+from test_finetune import run as finetune_run
+
+
+def pretrain_args(out, corpus, cache, *extra):
+    return ["--corpus", str(corpus), "--data-root", str(cache), "--out", str(out), "--layers", "1", "--hidden", "32",
+            "--heads", "2", "--vocab-size", "160", "--seq-len", "32", "--batch-size", "8", "--lr", "1e-3",
+            "--log-every", "1", "--no-progress", *extra]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, corpus):
+    """A finished 4-step pretraining run with checkpoints at steps 2 and 4."""
+    root = tmp_path_factory.mktemp("faults")
+    train_mlm.main(pretrain_args(root / "run", corpus, root / "cache", "--max-steps", "4", "--save-every", "2"))
+    return root
+
+
+# ---- run folders ----------------------------------------------------------------------------
+
+
+def test_a_finished_fine_tuning_run_is_refused_then_replaced_whole_with_overwrite(setup, tmp_path):
+    """Re-running into a finished fine-tuning folder is refused and leaves it untouched; with
+    --overwrite nothing of the old run is left (a stray file of it is gone, run.json names the kind)."""
+    out = tmp_path / "cls"
+    finetune_run(setup, out, "--epochs", "1")
+    before = (out / "metrics.jsonl").read_bytes()
+    with pytest.raises(SystemExit, match="already holds a fine-tuning run; pass --overwrite"):
+        finetune_run(setup, out, "--epochs", "1")
+    assert (out / "metrics.jsonl").read_bytes() == before
+    (out / "stray-from-the-old-run.txt").write_text("x")
+    finetune_run(setup, out, "--epochs", "2", "--overwrite")
+    assert not (out / "stray-from-the-old-run.txt").exists()
+    assert [json.loads(line)["epoch"] for line in open(out / "metrics.jsonl")] == [1, 2]
+    assert json.loads((out / "run.json").read_text()) == {"kind": "fine-tuning"}
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "best", "metrics.jsonl", "run.json", "summary.json"]
+
+
+def test_a_folder_of_another_kind_is_refused_by_both_scripts(setup, pretrained, tmp_path, corpus):
+    """finetune.py into a pretraining run, train_mlm.py into a fine-tuning run or a folder of
+    other files: each refused in one line, and nothing in the folder changes."""
+    run_dir = pretrained / "run"
+    listing = sorted(os.listdir(run_dir))
+    with pytest.raises(SystemExit, match="already holds a pretraining run; pass --overwrite"):
+        finetune_run(setup, run_dir)
+    assert sorted(os.listdir(run_dir)) == listing
+    cls = tmp_path / "cls"
+    cls.mkdir()
+    write_json(str(cls / "run.json"), {"kind": "fine-tuning"})
+    with pytest.raises(SystemExit, match="already holds a fine-tuning run; pass --overwrite"):
+        train_mlm.main(pretrain_args(cls, corpus, pretrained / "cache", "--resume"))
+    other = tmp_path / "photos"
+    other.mkdir()
+    (other / "holiday.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(SystemExit, match="already holds other files; pass --overwrite"):
+        train_mlm.main(pretrain_args(other, corpus, pretrained / "cache"))
+    assert os.listdir(other) == ["holiday.jpg"]
+
+
+def test_a_second_process_on_the_same_folder_is_refused(pretrained, tmp_path, corpus):
+    """While one process holds --out (its lock), another train_mlm.py on it stops in one line
+    naming the holder's pid; once released, the folder can be claimed again."""
+    out = tmp_path / "shared"
+    os.makedirs(out)
+    with open(out / LOCK_FILE, "w") as f:
+        f.write("4242\n")
+    holder = open(out / LOCK_FILE, "a+")
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with pytest.raises(SystemExit, match=r"in use by another process \(pid 4242\)"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "1"))
+    holder.close()
+    claim_run_folder(str(out), "pretraining").close()
+
+
+def test_unwritable_out_and_a_file_as_out_are_one_line(pretrained, tmp_path, corpus, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SystemExit, match="--out .*file is a file; give a folder"):
+        train_mlm.main(pretrain_args(tmp_path / "file", corpus, pretrained / "cache"))
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # as root nothing is unwritable: pretend
+    with pytest.raises(SystemExit, match="cannot write to --out .* is not writable"):
+        train_mlm.main(pretrain_args(tmp_path / "new", corpus, pretrained / "cache"))
+
+
+# ---- divergence -----------------------------------------------------------------------------
+
+
+def test_bad_learning_rates_are_refused_before_anything_runs(pretrained, setup, tmp_path, corpus, capsys):
+    """--lr inf, nan, 0 and negative: an argparse error (exit 2) naming the flag, for both scripts."""
+    for lr in ("inf", "nan", "0", "-0.001"):
+        with pytest.raises(SystemExit) as e:
+            train_mlm.main(pretrain_args(tmp_path / "x", corpus, pretrained / "cache", "--lr", lr))
+        assert e.value.code == 2 and f"--lr must be a positive number, got {float(lr)}" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as e:
+            finetune_run(setup, tmp_path / "y", "--lr", lr)
+        assert e.value.code == 2 and "--lr must be a positive number" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_a_diverging_run_stops_and_names_only_a_finite_checkpoint(pretrained, tmp_path, corpus):
+    """--lr 10 (finite, so accepted): the validation loss climbs far above ln V + 1 = ln 152 + 1 =
+    6.02 nats, worse than guessing uniformly, and the run stops with exit status 1 instead of
+    finishing with a broken model. Every checkpoint it left has finite weights."""
+    out = tmp_path / "diverge"
+    with pytest.raises(SystemExit, match=r"more than ln V \+ 1 = 6\.0 .*the run diverged; stopping"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--lr", "10", "--max-steps", "40",
+                                     "--eval-every", "4", "--save-every", "2", "--clip", "0"))
+    from safetensors.torch import load_file
+    for step in sorted(os.listdir(out / "checkpoints")):
+        if step.startswith("step-"):
+            assert all(torch.isfinite(t).all() for t in load_file(out / "checkpoints" / step / "model.safetensors").values())
+
+
+def test_weights_that_are_no_longer_finite_are_never_saved(pretrained, tmp_path, corpus, monkeypatch):
+    """The weights turn inf in the fourth update (forced), after step 4's loss was computed: the
+    checkpoint of step 4 is refused, and the message names step 2's as the last good one."""
+    steps = []
+    original = torch.optim.AdamW.step
+
+    def poisoned(self, *a, **k):
+        out = original(self, *a, **k)
+        steps.append(1)
+        if len(steps) == 4:
+            with torch.no_grad():
+                self.param_groups[0]["params"][0].fill_(float("inf"))
+        return out
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", poisoned)
+    with pytest.raises(SystemExit, match=r"weights are no longer finite at step 4; stopping \(the last good "
+                                         r"checkpoint is .*step-000002\)"):
+        train_mlm.main(pretrain_args(tmp_path / "inf", corpus, pretrained / "cache", "--max-steps", "6",
+                                     "--save-every", "2", "--eval-every", "100"))
+    assert sorted(os.listdir(tmp_path / "inf" / "checkpoints")) == ["latest", "step-000002"]
+
+
+def test_a_full_disk_at_a_checkpoint_is_one_line(pretrained, tmp_path, corpus, monkeypatch):
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(train_mlm, "save_checkpoint", full)
+    with pytest.raises(SystemExit, match=r"cannot write the checkpoint of step 2 \(No space left on device\); "
+                                         r"stopping \(no checkpoint was written\)\. Free some space, then --resume"):
+        train_mlm.main(pretrain_args(tmp_path / "full", corpus, pretrained / "cache", "--max-steps", "2"))
+
+
+# ---- resume ---------------------------------------------------------------------------------
+
+
+def copy_run(pretrained, tmp_path):
+    import shutil
+    shutil.copytree(pretrained / "run", tmp_path / "run", ignore=shutil.ignore_patterns(LOCK_FILE))
+    return tmp_path / "run"
+
+
+def test_resume_applies_flags_that_may_change_and_refuses_the_others(pretrained, tmp_path, corpus, capsys):
+    """--lr and --weight-decay change from step 4 on and are said; --seq-len, --hidden, the global
+    batch and a --max-steps below the saved step are refused in one line each."""
+    out = copy_run(pretrained, tmp_path)
+    cache = pretrained / "cache"
+    refusals = [(["--seq-len", "64"], "seq_len differ"), (["--hidden", "64"], "hidden differ"),
+                (["--batch-size", "4"], r"global batch \(8 then, 4 now\)"),
+                (["--max-steps", "3"], r"--max-steps 3 is below the step of the checkpoint .* \(4\)")]
+    for extra, message in refusals:
+        args = pretrain_args(out, corpus, cache, "--resume", "--max-steps", "6")
+        with pytest.raises(SystemExit, match=message):
+            train_mlm.main([*args, *extra])
+    train_mlm.main(pretrain_args(out, corpus, cache, "--resume", "--max-steps", "6", "--save-every", "2",
+                                 "--lr", "0.05", "--weight-decay", "0.1"))
+    assert "resume: --lr 0.001 -> 0.05, --max-steps 4 -> 6, --weight-decay 0.01 -> 0.1" in capsys.readouterr().out
+    state = torch.load(out / "checkpoints" / "step-000006" / "training_state.pt", weights_only=True)
+    groups = state["optimizer"]["param_groups"]
+    assert [g["initial_lr"] for g in groups] == [0.05, 0.05]
+    assert [g["weight_decay"] for g in groups] == [0.1, 0.0]
+    logged = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    assert [r["step"] for r in logged if "lr" in r] == [1, 2, 3, 4, 5, 6]
+    assert next(r["lr"] for r in logged if r.get("step") == 5) > 0.01  # the new peak rate, not 1e-3
+
+
+@pytest.mark.parametrize("damage", ["training_state.pt", "model.safetensors", "tokenizer.json"])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(pretrained, tmp_path, corpus, capsys, damage):
+    """The newest checkpoint (step 4) has a file cut short, or missing: --resume says so in one
+    line and continues from step 2, running steps 3 and 4 again."""
+    out = copy_run(pretrained, tmp_path)
+    target = out / "checkpoints" / "step-000004" / damage
+    if damage == "tokenizer.json":
+        target.unlink()
+    else:
+        target.write_bytes(target.read_bytes()[:100])
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "4"))
+    captured = capsys.readouterr()
+    assert f"note: {out / 'checkpoints' / 'step-000004'} is damaged" in captured.err
+    assert "resumed at step 2" in captured.out
+    assert (out / "checkpoints" / "step-000004" / damage).exists()  # written anew
+
+
+def test_cut_short_logs_do_not_block_a_later_run(pretrained, tmp_path, corpus, capsys):
+    """A crash or a full disk cut summary.json and the last line of metrics.jsonl short: the next
+    --resume drops the partial line and writes a whole summary, instead of a JSONDecodeError."""
+    out = copy_run(pretrained, tmp_path)
+    (out / "summary.json").write_text('{"valid_loss": 4.')
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "train_lo')
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "4"))
+    assert "validation: loss" in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["steps"] == 4
+    assert all(json.loads(line) for line in open(out / "metrics.jsonl"))
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
+    assert [json.loads(line)["step"] for line in open(out / "metrics.jsonl")][-1] == 6
+
+
+def test_a_summary_write_that_fails_leaves_the_old_summary_whole(tmp_path, monkeypatch):
+    """write_json writes a temporary file and renames it: a failure half-way (here json.dump
+    raising after the file was opened) leaves the previous summary.json as it was, and no
+    temporary file behind."""
+    path = tmp_path / "summary.json"
+    write_json(str(path), {"valid_loss": 4.2})
+
+    def failing(obj, f, **kwargs):
+        f.write('{"valid_loss": ')
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", failing)
+    with pytest.raises(OSError):
+        write_json(str(path), {"valid_loss": 3.1})
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"valid_loss": 4.2}
+    assert os.listdir(tmp_path) == ["summary.json"]
+
+
+# ---- fine-tuning inputs ---------------------------------------------------------------------
+
+
+def test_fine_tuning_limits_are_checked_before_training(setup, tmp_path, capsys):
+    """A test label the training split lacks, --max-length above the model's 64 positions, a
+    tokenizer too big for its model, --device cuda without a GPU, predict --max-length 0: each
+    one line, and no run folder is left behind."""
+    bad = tmp_path / "data"
+    bad.mkdir()
+    for split in ("train", "valid"):
+        (bad / f"{split}.tsv").write_text((setup / "data" / f"{split}.tsv").read_text())
+    (bad / "test.tsv").write_text("a fine film\tmaybe\n")
+    cases = [(["--data", str(bad)], r"test.tsv: labels \['maybe'\] are not in the training split's label set"),
+             (["--max-length", "65"], "--max-length 65 exceeds the model's max_position_embeddings"),
+             (["--device", "cuda"], "torch sees no CUDA GPU")]
+    for extra, message in cases:
+        if extra == ["--device", "cuda"] and torch.cuda.is_available():
+            continue
+        with pytest.raises(SystemExit, match=message):
+            finetune_run(setup, tmp_path / "o", *extra)
+        assert not (tmp_path / "o").exists()
+    import shutil
+    shutil.copytree(setup / "ckpt", tmp_path / "ckpt")
+    tok = json.loads((tmp_path / "ckpt" / "tokenizer.json").read_text())
+    tok["model"]["vocab"].update({f"extra{i}": 1000 + i for i in range(200)})
+    (tmp_path / "ckpt" / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(SystemExit, match="does not belong to its model"):
+        finetune_run(setup, tmp_path / "o", "--checkpoint", str(tmp_path / "ckpt"))
+    with pytest.raises(SystemExit) as e:
+        finetune.main(["predict", "--model", str(setup / "ckpt"), "--max-length", "0"])
+    assert e.value.code == 2 and "--max-length must be at least 1" in capsys.readouterr().err
+
+
+def test_an_interrupted_export_leaves_the_previous_best_whole(setup, tmp_path, monkeypatch):
+    """The save of a new best/ fails half-way (config.json never written): best/ still holds the
+    previous complete model, with no temporary file inside it."""
+    from minibert import BertForSequenceClassification
+    from minibert.classification import export
+
+    out = tmp_path / "cls"
+    finetune_run(setup, out, "--epochs", "1")
+    best = out / "best"
+    before = sorted(os.listdir(best)), (best / "model.safetensors").read_bytes()
+    model = BertForSequenceClassification.from_pretrained(best)
+    import minibert.checkpoint as ckpt
+
+    def broken(self, path, tokenizer=None):
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "model.safetensors"), "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt.Pretrained, "save_pretrained", broken)
+    with pytest.raises(KeyboardInterrupt):
+        export(model, str(best), None)
+    assert (sorted(os.listdir(best)), (best / "model.safetensors").read_bytes()) == before
