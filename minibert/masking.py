@@ -9,6 +9,7 @@ The 80/10/10 split is BERT's empirical choice, not a guarantee of anything.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -132,6 +133,29 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
                            "must never produce a special token")
     labels = input_ids.masked_fill(~selected, ignore_index)                        # (B, T)
     return corrupted, labels, attention_mask, selected
+
+
+def max_predictions(seq_len: int, probability: float = 0.15) -> int:
+    """Slots per row for the static-shape MLM step: the mean number of targets in a row of
+    seq_len positions plus 5 binomial standard deviations, T p + 5 sqrt(T p (1 - p)).
+    T = 128, p = 0.15: 19.2 + 5 * 4.04 = 39.4 -> 40 slots; BERT's own recipe used 20."""
+    mean = seq_len * probability
+    return min(seq_len, math.ceil(mean + 5 * math.sqrt(mean * (1 - probability))))
+
+
+def target_slots(labels: torch.Tensor, slots: int, ignore_index: int = IGNORE_INDEX):
+    """The target positions of each row gathered into a fixed number of slots, BERT's
+    max_predictions_per_seq: labels (B, T) -> positions (B, P), slot_labels (B, P).
+
+    Row b's targets fill its first slots in column order; unused slots point at column 0 with
+    label `ignore_index`, so the loss skips them. A row with more than P targets keeps its first
+    P (max_predictions makes that a 5-sigma event). Sort and gather only: no host sync, and the
+    shapes depend on B, T and P alone, so a compiled step sees the same graph every time."""
+    is_target = labels != ignore_index                                               # (B, T)
+    order = torch.sort((~is_target).to(torch.uint8), dim=1, stable=True).indices[:, :slots]  # (B, P)
+    slot_labels = labels.gather(1, order)                                            # (B, P)
+    positions = order.masked_fill(slot_labels == ignore_index, 0)                    # (B, P)
+    return positions, slot_labels
 
 
 def random_mask_tokens(input_ids: torch.Tensor, vocab_size: int, mask_token_id: int,

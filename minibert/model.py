@@ -99,27 +99,30 @@ class SelfAttention(nn.Module):
         self.output = nn.Linear(C, C)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, return_probs: bool = False):
-        """x (B, T, C), mask (B, 1, 1, T) additive -> (B, T, C), and probs (B, H, T, T) or None."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, return_probs: bool = False):
+        """x (B, T, C), mask (B, 1, 1, T) additive or None (no padding) -> (B, T, C), and
+        probs (B, H, T, T) or None."""
         q, k, v = self.query(x), self.key(x), self.value(x)        # (B, T, C) each
         context, probs = self.attend(q, k, v, mask, return_probs)  # (B, T, C)
         return self.output(context), probs
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                return_probs: bool = False):
         """The attention itself, H heads of size D side by side in C: (B, T, C) x 3 -> (B, T, C)."""
         q = rearrange(q, "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
         k = rearrange(k, "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
         v = rearrange(v, "b t (h d) -> b h t d", h=self.n_head)  # (B, H, T, D)
         if self.use_sdpa and not return_probs:
-            # fast path: the same math in one fused kernel, given the same additive mask
+            # fast path: the same math in one fused kernel, given the same additive mask (without
+            # one, e.g. for packed blocks that hold no padding, it may pick flash attention)
             p = self.dropout.p if self.training else 0.0
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, T, D)
             probs = None
         else:
             D = q.shape[-1]
             scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, T): query t, key s
-            scores = scores + mask                           # padding keys -> finfo.min
+            if mask is not None:
+                scores = scores + mask                       # padding keys -> finfo.min
             probs = scores.softmax(dim=-1)                   # (B, H, T, T), rows sum to 1
             context = self.dropout(probs) @ v                # (B, H, T, D)
         return rearrange(context, "b h t d -> b t (h d)"), probs  # (B, T, C): heads side by side
@@ -139,8 +142,8 @@ class BertLayer(nn.Module):
         self.output_norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, return_probs: bool = False):
-        """x (B, T, C), mask (B, 1, 1, T) -> (B, T, C), and probs (B, H, T, T) or None."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, return_probs: bool = False):
+        """x (B, T, C), mask (B, 1, 1, T) or None -> (B, T, C), and probs (B, H, T, T) or None."""
         a, probs = self.attention(x, mask, return_probs)  # (B, T, C)
         return self.add_and_feed_forward(x, a), probs     # (B, T, C)
 
@@ -201,18 +204,18 @@ class BertModel(Pretrained, nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None,
                 output_attentions: bool = False) -> EncoderOutput:
-        """input_ids, attention_mask (1 = real token), token_type_ids: (B, T)."""
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
+        """input_ids, attention_mask (1 = real token), token_type_ids: (B, T). Without an
+        attention_mask every position is real and attention gets no mask at all."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         self._check_inputs(input_ids, attention_mask, token_type_ids)
-        if self.config.unpad and not output_attentions and not attention_mask.bool().all():
+        if (self.config.unpad and attention_mask is not None and not output_attentions
+                and not attention_mask.bool().all()):
             from .unpad import forward_unpadded  # the fast path, in its own module: same numbers at real positions
             x = forward_unpadded(self, input_ids, attention_mask, token_type_ids)  # (B, T, C)
             return EncoderOutput(x, self.pool(x))
         x = self.embeddings(input_ids, token_type_ids)                # (B, T, C)
-        mask = additive_mask(attention_mask, x)                       # (B, 1, 1, T), once for all layers
+        mask = additive_mask(attention_mask, x) if attention_mask is not None else None  # (B, 1, 1, T), once
         attentions = []
         for layer in self.layers:
             x, probs = layer(x, mask, output_attentions)              # (B, T, C)
@@ -224,8 +227,9 @@ class BertModel(Pretrained, nn.Module):
         return torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
 
     def _check_inputs(self, input_ids, attention_mask, token_type_ids) -> None:
-        """Shapes always; id ranges only on a CPU, where reading a value costs no device sync
-        (on a GPU an out-of-range id stops the embedding lookup itself)."""
+        """Shapes always; id ranges only on a CPU and outside torch.compile, where reading a
+        value costs no device sync and no graph break (on a GPU an out-of-range id stops the
+        embedding lookup itself)."""
         cfg = self.config
         if input_ids.dim() != 2 or input_ids.dtype.is_floating_point or input_ids.numel() == 0:
             raise ValueError(f"input_ids must be a non-empty (B, T) tensor of token ids, got "
@@ -233,14 +237,14 @@ class BertModel(Pretrained, nn.Module):
         if input_ids.shape[1] > cfg.max_position_embeddings:
             raise ValueError(f"sequence length {input_ids.shape[1]} exceeds "
                              f"max_position_embeddings ({cfg.max_position_embeddings})")
-        if attention_mask.shape != input_ids.shape:
+        if attention_mask is not None and attention_mask.shape != input_ids.shape:
             raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, "
                              f"input_ids {tuple(input_ids.shape)}")
         for name, t, limit in (("input_ids", input_ids, cfg.vocab_size),
                                ("token_type_ids", token_type_ids, cfg.type_vocab_size)):
             if t.shape != input_ids.shape:
                 raise ValueError(f"{name} has shape {tuple(t.shape)}, input_ids {tuple(input_ids.shape)}")
-            if t.device.type == "cpu" and (t.min() < 0 or t.max() >= limit):
+            if t.device.type == "cpu" and not torch.compiler.is_compiling() and (t.min() < 0 or t.max() >= limit):
                 raise ValueError(f"{name} must lie in [0, {limit}); got values from "
                                  f"{int(t.min())} to {int(t.max())}")
 
@@ -274,14 +278,23 @@ class BertForMaskedLM(Pretrained, nn.Module):
         self.mlm_head.apply(lambda m: init_weights(m, config.initializer_range))
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None,
-                masked_only: bool = False) -> MaskedLMOutput:
+                masked_only: bool = False, target_positions=None) -> MaskedLMOutput:
         """labels (B, T): the original id at target positions, -100 elsewhere.
 
         masked_only=True (needs labels) projects onto the V-word vocabulary only at the N
         target positions: logits are then (N, V) in row-major order, and the loss is the
         same number as the dense (B, T, V) computation at a fraction of the FLOPs.
+
+        target_positions (B, P) with labels (B, P), from masking.target_slots, is the same
+        projection on a fixed number of slots per row: logits (B, P, V), every shape static and
+        no value read on the host, so the step compiles into one graph (unused slots are
+        labelled -100 and skipped; the loss divides by the number of real targets).
         """
         h = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state  # (B, T, C)
+        if target_positions is not None:
+            index = target_positions[..., None].expand(-1, -1, h.shape[-1])  # (B, P, C)
+            logits = self.mlm_head(h.gather(1, index), self.bert.embeddings.word_embeddings.weight)  # (B, P, V)
+            return MaskedLMOutput(mlm_loss(logits, labels, check=False), logits)
         if masked_only:
             if labels is None:
                 raise ValueError("masked_only=True needs labels to know which positions to score")

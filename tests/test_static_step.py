@@ -1,0 +1,94 @@
+"""The static-shape pretraining step: the masked positions gathered into a fixed number of slots
+per row (BERT's max_predictions_per_seq), no attention mask for blocks without padding, no
+value read on the host. It must give the eager reference step's loss and gradients, and
+torch.compile must capture it as ONE graph (fullgraph=True) that is reused, not recompiled,
+from batch to batch. The GPU speed it is for is measured by bench/gpu.py, not here."""
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+
+from minibert import IGNORE_INDEX, BertForMaskedLM, mask_batch
+from minibert.masking import max_predictions, target_slots
+
+from conftest import assert_close, perturb_, tiny_config
+
+X = IGNORE_INDEX
+
+
+def test_target_slots_by_hand():
+    """Row 0 has targets at columns 1 and 3 (ids 7, 9), row 1 at column 0 (id 5); 3 slots:
+    positions [[1, 3, 0], [0, 0, 0]] and slot labels [[7, 9, -100], [5, -100, -100]] (unused slots
+    point at column 0 and are ignored). With 1 slot a row keeps its first target only."""
+    labels = torch.tensor([[X, 7, X, 9], [5, X, X, X]])
+    positions, slot_labels = target_slots(labels, 3)
+    assert positions.tolist() == [[1, 3, 0], [0, 0, 0]]
+    assert slot_labels.tolist() == [[7, 9, X], [5, X, X]]
+    positions, slot_labels = target_slots(labels, 1)
+    assert positions.tolist() == [[1], [0]] and slot_labels.tolist() == [[7], [5]]
+
+
+def test_max_predictions_is_the_mean_plus_five_binomial_sd():
+    """T = 128, p = 0.15: mean 19.2, sd sqrt(19.2 * 0.85) = 4.04, 19.2 + 20.2 = 39.4 -> 40 slots.
+    T = 8: 1.2 + 5 * 1.01 = 6.25 -> 7. Never more than T."""
+    assert max_predictions(128) == 40
+    assert max_predictions(8) == 7
+    assert max_predictions(4, 1.0) == 4
+
+
+def _batch(seed: int, B: int = 4, T: int = 16):
+    """Packed-style blocks (every position real, [CLS] ... [SEP]) masked by mask_batch."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 99, (B, T), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3
+    special = (ids == 2) | (ids == 3)
+    x, y, attn, _ = mask_batch(ids, torch.ones_like(ids), special, 4, list(range(5, 99)), g)
+    types = torch.zeros_like(ids)
+    types[:, T // 2:] = 1
+    return x, attn, types, y
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True], ids=["manual", "sdpa"])
+def test_static_step_equals_the_reference_step(use_sdpa):
+    """Dropout 0, the same weights: the slot step without an attention mask against
+    masked_only=True with the all-ones mask. Loss and every parameter's gradient agree to
+    1e-6 (only the order of the summed terms differs)."""
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, use_sdpa=use_sdpa)
+    ref = perturb_(BertForMaskedLM(config)).train()
+    static = BertForMaskedLM(config).train()
+    static.load_state_dict(ref.state_dict())
+    x, attn, types, y = _batch(0)
+    positions, slot_labels = target_slots(y, max_predictions(16))
+    assert (slot_labels != X).sum() == (y != X).sum()  # no target was dropped
+    a = ref(x, attn, types, labels=y, masked_only=True).loss
+    b = static(x, None, types, labels=slot_labels, target_positions=positions).loss
+    assert_close(b, a, atol=1e-6, what="loss")
+    a.backward()
+    b.backward()
+    for (name, p), q in zip(ref.named_parameters(), static.parameters(), strict=True):
+        assert_close(q.grad, p.grad, atol=1e-6, what=f"grad {name}")
+
+
+def test_the_step_compiles_as_one_graph_and_is_not_recompiled():
+    """torch.compile(fullgraph=True) fails on any graph break (a .item(), a boolean index, a
+    data-dependent branch). Over three batches of new ids and new masks it captures the model
+    once (forward and, through AOTAutograd, backward), and gives the eager step's losses and
+    gradients (atol 1e-6)."""
+    torch._dynamo.reset()
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, use_sdpa=True)
+    eager = perturb_(BertForMaskedLM(config)).train()
+    model = BertForMaskedLM(config).train()
+    model.load_state_dict(eager.state_dict())
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=False)
+    for seed in range(3):
+        x, _, types, y = _batch(seed)
+        positions, slot_labels = target_slots(y, max_predictions(16))
+        loss = compiled(x, None, types, labels=slot_labels, target_positions=positions).loss
+        expected = eager(x, None, types, labels=slot_labels, target_positions=positions).loss
+        assert_close(loss, expected, atol=1e-6, what=f"loss, batch {seed}")
+        loss.backward()
+        expected.backward()
+        for (name, p), q in zip(eager.named_parameters(), model.parameters(), strict=True):
+            assert_close(q.grad, p.grad, atol=1e-6, what=f"grad {name}, batch {seed}")
+    assert counter.frame_count == 1, f"{counter.frame_count} graphs: recompiled"
