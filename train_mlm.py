@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from data.prepare import DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
+from minibert.masking import max_predictions, target_slots
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
 from minibert.training import (adamw, autocast, autocast_dtype, check_run_folder, claim_run_folder, die, epoch_order, lr_factor,
                                pick_device, read_json, save_checkpoint, truncate_metrics, use_tf32,
@@ -85,7 +86,9 @@ def parse_args(argv=None):
                         "bf16 also runs on a CPU: worth it where the CPU has bf16 matrix units (AMX)")
     r.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
                    help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
-    r.add_argument("--compile", action="store_true", help="torch.compile the model (no gain on the CPUs measured)")
+    r.add_argument("--compile", action="store_true",
+                   help="torch.compile the step as one static graph: the masked positions in fixed slots, no "
+                        "attention mask for blocks without padding, CUDA graphs on a GPU (no gain on the CPUs measured)")
     r.add_argument("--eval-every", type=int, default=200, help="validate every N steps (default: 200)")
     r.add_argument("--log-every", type=int, default=10, help="append training metrics every N steps (default: 10)")
     r.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps (default: 200)")
@@ -301,7 +304,7 @@ def main(argv=None):
     warmup_steps = max(1, int(args.warmup * args.max_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, args.max_steps, warmup_steps, args.schedule))
-    masker = torch.Generator().manual_seed(args.seed)
+    masker = torch.Generator(device=device).manual_seed(args.seed)  # masks on the device the model trains on
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -327,7 +330,10 @@ def main(argv=None):
         model, device_ids=[device.index] if device.type == "cuda" else None) if ddp else None
     train_model = ddp_model or model
     if args.compile:
-        train_model = torch.compile(train_model)
+        # one static graph per step (see the loop); CUDA graphs replay it without launch overhead
+        train_model = torch.compile(train_model, fullgraph=not ddp, dynamic=False,
+                                    mode="reduce-overhead" if device.type == "cuda" else None)
+    slots = max_predictions(args.seq_len, args.mask_prob)
 
     valid = mask_valid(valid_blocks, vocab, args.batch_size, args.mask_prob)
     top_token, baseline_acc = unigram_baseline(train_blocks, valid, vocab)
@@ -380,52 +386,68 @@ def main(argv=None):
         from tqdm import tqdm
         progress = tqdm(total=args.max_steps, initial=start, unit="step", dynamic_ncols=True)
     model.train()
+    # the training text lives on the device, masked there by a device generator (on a CPU this
+    # is the run's one generator as before); counts for tokens/s come from the CPU copy
+    ids_all, attn_all, types_all = (t.to(device) for t in (train_blocks.input_ids, train_blocks.attention_mask,
+                                                            train_blocks.token_type_ids))
+    real_per_block = train_blocks.attention_mask.sum(dim=1)                  # (N,) on the CPU
+    full_block = train_blocks.attention_mask.bool().all(dim=1)               # (N,) no padding in the block
+    ordinary = vocab.ordinary_tensor.to(device)
     t0, tokens_seen, last = time.time(), 0, None
+    outside_s = 0.0  # validation and checkpoints: kept out of tokens/s
+    # the metrics are read from the device only where they are logged; a CPU reads them every step
+    sync_every = 1 if device.type == "cpu" else args.log_every
+    train_loss = float("nan")
     path = resumed_from
     for step in range(start, args.max_steps):
-        rows = global_batch(train_blocks, step, global_size, args.seed)
-        ids = train_blocks.input_ids[rows]
-        attn = train_blocks.attention_mask[rows]
-        types = train_blocks.token_type_ids[rows]
+        rows = global_batch(train_blocks, step, global_size, args.seed)        # (G,) on the CPU
+        ids, attn, types = ids_all[rows.to(device)], attn_all[rows.to(device)], types_all[rows.to(device)]
         x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id,
-                                   vocab.ordinary_tensor, masker, args.mask_prob, special_ids=vocab.special_ids)
-        n_global = int((y != IGNORE_INDEX).sum())
-        loss_sum = torch.zeros((), dtype=torch.float64)
+                                   ordinary, masker, args.mask_prob, special_ids=vocab.special_ids)
+        is_target = y != IGNORE_INDEX                                           # (G, T)
+        n_global = is_target.sum()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         for micro in range(args.grad_accum):
             lo = (micro * world + rank) * args.batch_size
             part = slice(lo, lo + args.batch_size)
-            yb = y[part].to(device)
-            n_micro = int((yb != IGNORE_INDEX).sum())
+            n_micro = is_target[part].sum()
             sync = micro == args.grad_accum - 1 or not ddp
             with (contextlib.nullcontext() if sync else ddp_model.no_sync()), autocast(device, amp_dtype):
-                out = train_model(x[part].to(device), attn[part].to(device), types[part].to(device),
-                                  labels=yb, masked_only=True)
+                if args.compile:  # static shapes: slots for the targets, no mask where nothing is padding
+                    positions, slot_labels = target_slots(y[part], slots)
+                    mask = None if bool(full_block[rows[part]].all()) else attn[part]
+                    out = train_model(x[part], mask, types[part], labels=slot_labels, target_positions=positions)
+                else:
+                    out = train_model(x[part], attn[part], types[part], labels=y[part], masked_only=True)
                 # mean over this micro-batch's targets -> share of the mean over the GLOBAL batch's targets;
                 # DDP averages gradients over processes, hence the factor `world`
                 loss = out.loss * (n_micro / n_global) * world
             scaler.scale(loss).backward()
-            loss_sum += out.loss.detach().double().cpu() * n_micro
+            loss_sum += out.loss.detach().double() * n_micro
         if ddp:
             dist.all_reduce(loss_sum)
-        train_loss = loss_sum.item() / n_global
         lr = optimizer.param_groups[0]["lr"]
         scaler.unscale_(optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf"))
-        # checked before the optimizer step; with fp16 the scaler itself skips steps with inf gradients
-        if not math.isfinite(train_loss):
-            stop(f"the training loss became {train_loss} at step {step + 1}")
-        if not scaler.is_enabled() and not math.isfinite(grad_norm):
-            stop(f"the gradient norm became {float(grad_norm)} at step {step + 1}")
+        done = step + 1
+        log_now = done % args.log_every == 0 or done == args.max_steps
+        if log_now or done % sync_every == 0:
+            # checked before the optimizer step (on a GPU at logged steps only: a check is a host sync);
+            # with fp16 the scaler itself skips steps with inf gradients
+            train_loss = (loss_sum / n_global).item()
+            if not math.isfinite(train_loss):
+                stop(f"the training loss became {train_loss} at step {done}")
+            if not scaler.is_enabled() and not math.isfinite(grad_norm):
+                stop(f"the gradient norm became {float(grad_norm)} at step {done}")
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
         scheduler.step()
-        tokens_seen += int(attn.sum())
-        done = step + 1
-        elapsed = time.time() - t0
-        if done % args.log_every == 0 or done == args.max_steps:
-            log({"step": done, "train_loss": train_loss, "lr": lr,
-                 "grad_norm": float(grad_norm), "tokens_per_s": tokens_seen / elapsed})
+        tokens_seen += int(real_per_block[rows].sum())
+        if log_now:
+            log({"step": done, "train_loss": train_loss, "lr": lr, "grad_norm": float(grad_norm),
+                 "tokens_per_s": tokens_seen / (time.time() - t0 - outside_s)})
+        t_outside = time.time()
         if done % args.eval_every == 0 or done == args.max_steps:
             last = evaluate(model, valid, device, amp_dtype, rank, world)
             log({"step": done, **last})
@@ -434,8 +456,9 @@ def main(argv=None):
                      f"{math.log(config.vocab_size) + 1:.1f} (worse than guessing every token uniformly): the run diverged")
         if done % args.save_every == 0 or done == args.max_steps:
             path = checkpoint(done)
+        outside_s += time.time() - t_outside
         if progress:
-            progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_seen / elapsed:,.0f}",
+            progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_seen / (time.time() - t0 - outside_s):,.0f}",
                                  **({"val_acc": f"{last['valid_acc']:.3f}"} if last else {}))
             progress.update(1)
     if progress:
@@ -449,7 +472,8 @@ def main(argv=None):
             wall = time.time() - t0
             summary = {**last, "unigram_baseline_acc": baseline_acc, "unigram_token": tokenizer.id_to_token(top_token),
                        "checkpoint": path, "steps": args.max_steps, "steps_this_run": args.max_steps - start,
-                       "wall_s": wall, "tokens_per_s": tokens_seen / wall if tokens_seen else None}
+                       "wall_s": wall, "eval_and_checkpoint_s": outside_s,
+                       "tokens_per_s": tokens_seen / (wall - outside_s) if tokens_seen else None}
             write_json(summary_path, summary)
         report(summary, metrics_path)
     if lock:
