@@ -414,6 +414,8 @@ def main(argv=None):
             sync = micro == args.grad_accum - 1 or not ddp
             with (contextlib.nullcontext() if sync else ddp_model.no_sync()), autocast(device, amp_dtype):
                 if args.compile:  # static shapes: slots for the targets, no mask where nothing is padding
+                    if device.type == "cuda":
+                        torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are done with
                     positions, slot_labels = target_slots(y[part], slots)
                     mask = None if bool(full_block[rows[part]].all()) else attn[part]
                     out = train_model(x[part], mask, types[part], labels=slot_labels, target_positions=positions)

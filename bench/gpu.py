@@ -116,6 +116,8 @@ def step_rows(config, ours, hf, batches, args, device) -> dict:
         it = iter(batches)
 
         def step():
+            if device.type == "cuda" and run is not model:
+                torch.compiler.cudagraph_mark_step_begin()
             with torch.autocast(device.type, dtype=torch.bfloat16):
                 loss = forward(run, next(it))
             loss.backward()
