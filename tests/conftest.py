@@ -19,6 +19,15 @@ def assert_close(actual, expected, atol, rtol=0.0, what="tensor"):
                 f"(atol {atol}, rtol {rtol})")
 
 
+def assert_same_loss_and_grads(loss, expected_loss, model, expected_model, atol, what=""):
+    """Backward both losses; the losses and every parameter's gradient agree within atol."""
+    assert_close(loss, expected_loss, atol=atol, what=f"loss{what}")
+    loss.backward()
+    expected_loss.backward()
+    for (name, p), q in zip(expected_model.named_parameters(), model.parameters(), strict=True):
+        assert_close(q.grad, p.grad, atol=atol, what=f"grad {name}{what}")
+
+
 def tiny_config(**overrides) -> BertConfig:
     """A 2-layer, 32-wide BERT: C=32, H=4 (D=8), I=37 (odd, so no width is confused), V=99."""
     sizes = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

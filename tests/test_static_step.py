@@ -11,7 +11,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from minibert import IGNORE_INDEX, BertForMaskedLM, mask_batch
 from minibert.masking import max_predictions, target_slots
 
-from conftest import assert_close, perturb_, tiny_config
+from conftest import assert_same_loss_and_grads, perturb_, tiny_config
 
 X = IGNORE_INDEX
 
@@ -62,11 +62,7 @@ def test_static_step_equals_the_reference_step(use_sdpa):
     assert (slot_labels != X).sum() == (y != X).sum()  # no target was dropped
     a = ref(x, attn, types, labels=y, masked_only=True).loss
     b = static(x, None, types, labels=slot_labels, target_positions=positions).loss
-    assert_close(b, a, atol=1e-6, what="loss")
-    a.backward()
-    b.backward()
-    for (name, p), q in zip(ref.named_parameters(), static.parameters(), strict=True):
-        assert_close(q.grad, p.grad, atol=1e-6, what=f"grad {name}")
+    assert_same_loss_and_grads(b, a, static, ref, atol=1e-6)
 
 
 def test_the_step_compiles_as_one_graph_and_is_not_recompiled():
@@ -86,11 +82,7 @@ def test_the_step_compiles_as_one_graph_and_is_not_recompiled():
         positions, slot_labels = target_slots(y, max_predictions(16))
         loss = compiled(x, None, types, labels=slot_labels, target_positions=positions).loss
         expected = eager(x, None, types, labels=slot_labels, target_positions=positions).loss
-        assert_close(loss, expected, atol=1e-6, what=f"loss, batch {seed}")
-        loss.backward()
-        expected.backward()
-        for (name, p), q in zip(eager.named_parameters(), model.parameters(), strict=True):
-            assert_close(q.grad, p.grad, atol=1e-6, what=f"grad {name}, batch {seed}")
+        assert_same_loss_and_grads(loss, expected, model, eager, atol=1e-6, what=f", batch {seed}")
     assert counter.frame_count == 1, f"{counter.frame_count} graphs: recompiled"
 
 

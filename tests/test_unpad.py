@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from minibert import IGNORE_INDEX, BertForMaskedLM, BertForSequenceClassification
 from minibert.unpad import RealTokens
 
-from conftest import assert_close, perturb_, tiny_config
+from conftest import assert_close, assert_same_loss_and_grads, perturb_, tiny_config
 
 
 def test_real_tokens_by_hand():
@@ -55,10 +55,6 @@ def test_unpad_gives_the_same_numbers_and_gradients(batch, use_sdpa):
         else:
             lr = ref(ids, mask, types, labels=labels, masked_only=True).loss
             lf = fast(ids, mask, types, labels=labels, masked_only=True).loss
-        assert_close(lf, lr, atol=1e-5, what="loss")
-        lr.backward()
-        lf.backward()
-        for (name, p), q in zip(ref.named_parameters(), fast.parameters(), strict=True):
-            assert_close(q.grad, p.grad, atol=1e-5, what=f"grad {name}")
+        assert_same_loss_and_grads(lf, lr, fast, ref, atol=1e-5)
     full = torch.ones_like(mask)
     assert torch.equal(fast.bert(ids, full, types).last_hidden_state, ref.bert(ids, full, types).last_hidden_state)
