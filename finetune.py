@@ -56,7 +56,8 @@ def train(args):
     args.checkpoint = resolve_checkpoint(args.checkpoint)
     device = pick_device(args.device)
     use_tf32(device, args.tf32)
-    check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite)  # before any data is loaded
+    inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")
+    check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # before any data is loaded
     try:
         files = split_files(labelled_folder(args.data))
         rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}  # all checked up front
@@ -84,7 +85,7 @@ def train(args):
                                              for s in ("train", "valid", "test"))
     except InputError as e:
         die(str(e))
-    lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite)
+    lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
     lr = args.lr if args.lr is not None else DEFAULT_LR[method]
     wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")))
@@ -177,6 +178,19 @@ def train(args):
 
 def predict(args):
     try:
+        if args.file:
+            with open(args.file, encoding="utf-8-sig") as f:
+                lines = f.read().splitlines()
+        else:
+            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+            lines = raw.decode("utf-8-sig").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        die(f"cannot read {args.file or 'standard input'}: {getattr(e, 'strerror', None) or e}; "
+            "give UTF-8 text, one sentence per line")
+    texts = [line for line in lines if line.strip()]
+    if not texts:
+        die("no text to label (one sentence per line, from --file or standard input)")
+    try:
         saved = read_json(os.path.join(args.model, "config.json"))
         arch = ((saved.get("architectures") if isinstance(saved, dict) else None) or ["BertForSequenceClassification"])[0]
         cls = BertForClassification if arch == "BertForClassification" else BertForSequenceClassification
@@ -185,10 +199,6 @@ def predict(args):
     except (CheckpointError, FileNotFoundError, ValueError) as e:
         die(f"cannot load --model {args.model}: {e}")
     args.max_length = checked_max_length(args.max_length, model.config)
-    stream = open(args.file, encoding="utf-8") if args.file else sys.stdin
-    texts = [line.rstrip("\n") for line in stream if line.strip()]
-    if not texts:
-        die("no text to label (one sentence per line, from --file or standard input)")
     tokenizer.no_padding()
     tokenizer.enable_truncation(args.max_length)
     data = {"ids": [e.ids for e in tokenizer.encode_batch(texts)], "labels": torch.zeros(len(texts), dtype=torch.long)}
@@ -260,14 +270,16 @@ def parse_args(argv=None):
                 p.error(f"--{name.replace('_', '-')} must be at least 1")
         if args.max_steps < 0:
             p.error("--max-steps must be 0 (no limit) or more")
+        if args.lora_rank < 0:
+            p.error("--lora-rank must be 0 (off) or more")
         for name, ok, limit in (("lr", args.lr is None or args.lr > 0, "a positive number"),
                                 ("weight_decay", args.weight_decay >= 0, "0 or more"),
                                 ("dropout", 0 <= args.dropout < 1, "in [0, 1)")):
             value = getattr(args, name)
             if not ok or (value is not None and not math.isfinite(value)):
                 p.error(f"--{name.replace('_', '-')} must be {limit}, got {value}")
-    if args.max_length is not None and args.max_length < 1:
-        p.error("--max-length must be at least 1")
+    if args.max_length is not None and args.max_length < 3:
+        p.error("--max-length must be at least 3 ([CLS], one token, [SEP])")
     return args
 
 

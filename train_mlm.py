@@ -210,7 +210,7 @@ FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "preset", "layers", "hidde
 NOT_COMPARED = ("resume", "overwrite", "out", "data_root", "no_progress")
 
 
-def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int):
+def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, corpus: str):
     """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
     (None, None, None) when there is none yet. A damaged checkpoint is skipped with a one-line
     note; flags that may not change on a resume stop the run, the others are applied and said."""
@@ -228,12 +228,14 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int):
             print(f"note: {ckpt} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
                   "trying the checkpoint before it", file=sys.stderr)
             continue
-        fixed = [k for k in FIXED_ON_RESUME if saved.get(k) != getattr(args, k)]
+        same_corpus = state["corpus_name"] == corpus if "corpus_name" in state else saved.get("corpus") == args.corpus
+        fixed = [f"--{k.replace('_', '-')} ({saved.get(k)} then, {getattr(args, k)} now)" for k in FIXED_ON_RESUME
+                 if (k != "corpus" and saved.get(k) != getattr(args, k)) or (k == "corpus" and not same_corpus)]
         if state.get("global_batch", global_size) != global_size:
-            fixed.append(f"global batch ({state['global_batch']} then, {global_size} now)")
+            fixed.append(f"the global batch ({state['global_batch']} then, {global_size} now)")
         if fixed:
             die(f"--resume: {', '.join(fixed)} differ from the run in {args.out}; these decide its data, model or "
-                "batches, so give the values it was started with (or --overwrite to start again)")
+                "batches, so give the values it was started with, or start a new run in another --out")
         if saved_tokenizer.to_str() != tokenizer.to_str():
             die(f"the tokenizer in {ckpt} differs from the one for --corpus {' '.join(args.corpus)} "
                 f"--vocab-size {args.vocab_size}; resume with the same data settings")
@@ -267,12 +269,13 @@ def main(argv=None):
     amp_dtype = autocast_dtype(args.dtype, device)
     use_tf32(device, args.tf32)
     config = model_config(args, args.vocab_size)  # checks sizes and --seq-len before anything is written
-    if main_process:
-        check_run_folder(args.out, "pretraining", args.resume, args.overwrite)
-
-    # data: rank 0 prepares and caches, the others wait and read the cache
     name, files = corpus_name(args.corpus)
     root = args.data_root or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cache")
+    inputs = (root, *(files or ()))  # what --overwrite must never delete
+    if main_process:
+        check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
+
+    # data: rank 0 prepares and caches, the others wait and read the cache
     if ddp and not main_process:
         dist.barrier()  # wait until rank 0 has filled the caches
     try:
@@ -290,12 +293,12 @@ def main(argv=None):
     if len(train_blocks) < global_size:
         die(f"the training split has {len(train_blocks)} blocks of {args.seq_len} tokens, fewer than one global "
             f"batch ({global_size}); give more text or lower --batch-size")
-    lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite) if main_process else None
+    lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs) if main_process else None
 
     # model, optimizer, and (with --resume) the newest checkpoint that loads whole
     start, resumed_from, state = 0, None, None
     if args.resume:
-        resumed_from, model, state = resumable_checkpoint(args, config, tokenizer, global_size)
+        resumed_from, model, state = resumable_checkpoint(args, config, tokenizer, global_size, name)
     if resumed_from is None:
         torch.manual_seed(args.seed)
         model = BertForMaskedLM(config)
@@ -368,7 +371,7 @@ def main(argv=None):
         state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "masker_rng": masker.get_state(), "torch_rng": torch.get_rng_state(),
                  "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                 "args": dict(vars(args)), "global_batch": global_size}
+                 "args": dict(vars(args)), "global_batch": global_size, "corpus_name": name}
         saved_to = None
         if main_process:
             if not weights_are_finite(model):  # only finite weights are ever called a good checkpoint

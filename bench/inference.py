@@ -9,6 +9,7 @@ with unpad=True: the padding is removed before the encoder. A benchmark, not a t
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import time
@@ -21,7 +22,12 @@ from data.prepare import fetch_minilm
 from minibert import BertModel
 
 
-def main(steps: int = 12, warmup: int = 3):
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=12, help="timed batches per implementation (default: 12)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed batches first (default: 3)")
+    args = p.parse_args(argv)
+    steps, warmup = args.steps, args.warmup
     minilm = fetch_minilm()
     ours = BertModel.from_pretrained(minilm, use_sdpa=True, unpad=True).eval()
     hf = transformers.BertModel.from_pretrained(minilm, attn_implementation="sdpa").eval()

@@ -13,6 +13,7 @@ counts all B x T positions. A benchmark, not a test.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -70,7 +71,8 @@ def compare(batches, vocab, collator) -> dict[str, float]:
     }
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     minilm = fetch_minilm()
     tok = load_tokenizer(minilm)
     vocab = MaskingVocab.from_tokenizer(tok)

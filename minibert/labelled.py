@@ -28,7 +28,7 @@ def read_split(path: str) -> list[tuple[str, str]]:
     """
     rows = []
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a byte-order mark is not text
             if path.endswith(".jsonl"):
                 for n, line in enumerate(f, 1):
                     if line.strip():
@@ -42,7 +42,7 @@ def read_split(path: str) -> list[tuple[str, str]]:
             else:
                 for n, line in enumerate(f, 1):
                     if line.strip():
-                        text, sep, label = line.rstrip("\n").rpartition("\t")
+                        text, sep, label = line.rstrip("\r\n").rpartition("\t")
                         if not sep:
                             raise InputError(f"{path}:{n}: expected text<TAB>label")
                         if not rows and _is_tsv_header(text, label):
@@ -57,14 +57,19 @@ def read_split(path: str) -> list[tuple[str, str]]:
             raise InputError(f"{path}:{n}: empty label")
     if not rows:
         raise InputError(f"{path} holds no examples")
-    return [(text, label) for _, text, label in rows]
+    return [(text, label.strip()) for _, text, label in rows]
 
 
 def _field(row: dict, name: str, path: str, n: int) -> str:
-    """row[name] as text; a missing field or a null is refused, naming file:line."""
+    """row[name] as text; a missing field or a null is refused, naming file:line, and so is a
+    text that is not a string or a label that is not a string or an integer."""
     value = row.get(name)
     if value is None:
         raise InputError(f"{path}:{n}: missing {name}")
+    allowed = (str,) if name == "text" else (str, int)
+    if not isinstance(value, allowed) or isinstance(value, bool):
+        raise InputError(f"{path}:{n}: {name} must be a {'string' if name == 'text' else 'string or an integer'}, "
+                         f"got {type(value).__name__}")
     return str(value)
 
 

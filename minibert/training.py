@@ -118,17 +118,28 @@ def run_kind(out: str) -> str | None:
     return "other files"
 
 
-def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False) -> str | None:
+def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
+                     inputs: tuple[str, ...] = ()) -> str | None:
     """Stop with one line, before anything is loaded or written, if `out` cannot be this run's
     folder: it is a file, it is not writable, or it holds another run (another kind, or this
-    kind without --resume) and `overwrite` was not asked for. Returns what it holds."""
+    kind without --resume) and `overwrite` was not asked for. `overwrite` replaces a run only:
+    never a folder of other files, and never one that holds an input of this run (`inputs`:
+    the checkpoint, the data). Returns what it holds."""
     if os.path.exists(out) and not os.path.isdir(out):
         die(f"--out {out} is a file; give a folder")
     found = run_kind(out)
+    if found == "other files":
+        die(f"--out {out} already holds other files; choose another --out (--overwrite only replaces a run)")
     if found and not overwrite and not (resume and found == kind):
-        what = "other files" if found == "other files" else f"a {found} run"
         hint = "pass --resume to continue it, " if found == kind == "pretraining" else ""
-        die(f"--out {out} already holds {what}; {hint}pass --overwrite to replace it, or choose another --out")
+        die(f"--out {out} already holds a {found} run; {hint}pass --overwrite to replace it, or choose another --out")
+    if overwrite:
+        root = os.path.realpath(out)
+        for path in inputs:
+            inside = os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep)
+            if path and inside:
+                die(f"--out {out} holds {path}, an input of this run: --overwrite would delete it; "
+                    "choose another --out")
     parent = os.path.abspath(out)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -137,12 +148,13 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     return found
 
 
-def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False):
+def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
+                     inputs: tuple[str, ...] = ()):
     """Make `out` this run's folder (check_run_folder's checks first). A lock file stops a second
     process from using the folder while this one runs; with `overwrite` everything the folder
     held is removed, so nothing of an old run is mixed in. Returns the open lock file: keep it
     for the life of the run."""
-    found = check_run_folder(out, kind, resume, overwrite)
+    found = check_run_folder(out, kind, resume, overwrite, inputs)
     try:
         os.makedirs(out, exist_ok=True)
         lock = open(os.path.join(out, LOCK_FILE), "a+", encoding="utf-8")

@@ -68,9 +68,36 @@ def test_a_folder_of_another_kind_is_refused_by_both_scripts(setup, pretrained, 
     other = tmp_path / "photos"
     other.mkdir()
     (other / "holiday.jpg").write_bytes(b"\xff\xd8")
-    with pytest.raises(SystemExit, match="already holds other files; pass --overwrite"):
-        train_mlm.main(pretrain_args(other, corpus, pretrained / "cache"))
+    for extra in ([], ["--overwrite"]):  # --overwrite replaces a run, never a folder of other files
+        with pytest.raises(SystemExit, match="already holds other files; choose another --out"):
+            train_mlm.main(pretrain_args(other, corpus, pretrained / "cache", *extra))
     assert os.listdir(other) == ["holiday.jpg"]
+
+
+def test_overwrite_never_deletes_an_input_of_the_run(setup, pretrained, tmp_path, corpus):
+    """--overwrite into the pretraining run a fine-tuning starts from, into a run folder that
+    holds the labelled data, or into one that holds the pretraining corpus: each refused, and
+    nothing is deleted."""
+    import shutil
+    run_dir = tmp_path / "pre"
+    shutil.copytree(pretrained / "run", run_dir, ignore=shutil.ignore_patterns(LOCK_FILE))
+    listing = sorted(os.listdir(run_dir))
+    with pytest.raises(SystemExit, match="an input of this run: --overwrite would delete it"):
+        finetune.main(["--checkpoint", str(run_dir), "--data", str(setup / "data"), "--out", str(run_dir),
+                       "--overwrite", "--no-progress"])
+    assert sorted(os.listdir(run_dir)) == listing
+    data_run = tmp_path / "cls"
+    finetune_run(setup, data_run, "--epochs", "1")
+    shutil.copytree(setup / "data", data_run / "data")
+    with pytest.raises(SystemExit, match="an input of this run"):
+        finetune_run(setup, data_run, "--data", str(data_run / "data"), "--overwrite")
+    assert (data_run / "data" / "train.tsv").exists()
+    own = tmp_path / "own"
+    train_mlm.main(pretrain_args(own, corpus, pretrained / "cache", "--max-steps", "1"))
+    shutil.copy(corpus, own / "corpus.txt")
+    with pytest.raises(SystemExit, match="an input of this run"):
+        train_mlm.main(pretrain_args(own, own / "corpus.txt", pretrained / "cache", "--overwrite"))
+    assert (own / "corpus.txt").exists()
 
 
 def test_a_second_process_on_the_same_folder_is_refused(pretrained, tmp_path, corpus):
@@ -172,8 +199,9 @@ def test_resume_applies_flags_that_may_change_and_refuses_the_others(pretrained,
     batch and a --max-steps below the saved step are refused in one line each."""
     out = copy_run(pretrained, tmp_path)
     cache = pretrained / "cache"
-    refusals = [(["--seq-len", "64"], "seq_len differ"), (["--hidden", "64"], "hidden differ"),
-                (["--batch-size", "4"], r"global batch \(8 then, 4 now\)"),
+    refusals = [(["--seq-len", "64"], r"--seq-len \(32 then, 64 now\) differ"),
+                (["--hidden", "64"], r"--hidden \(32 then, 64 now\) differ"),
+                (["--batch-size", "4"], r"the global batch \(8 then, 4 now\)"),
                 (["--max-steps", "3"], r"--max-steps 3 is below the step of the checkpoint .* \(4\)")]
     for extra, message in refusals:
         args = pretrain_args(out, corpus, cache, "--resume", "--max-steps", "6")
@@ -242,6 +270,14 @@ def test_a_summary_write_that_fails_leaves_the_old_summary_whole(tmp_path, monke
     assert os.listdir(tmp_path) == ["summary.json"]
 
 
+def test_resume_knows_the_corpus_by_its_content_not_its_spelling(pretrained, tmp_path, corpus, monkeypatch):
+    """The same corpus file given by a relative path resumes; the run remembers the text's digest."""
+    out = copy_run(pretrained, tmp_path)
+    monkeypatch.chdir(corpus.parent)
+    train_mlm.main(pretrain_args(out, corpus.name, pretrained / "cache", "--resume", "--max-steps", "5"))
+    assert sorted(os.listdir(out / "checkpoints"))[-1] == "step-000005"
+
+
 # ---- fine-tuning inputs ---------------------------------------------------------------------
 
 
@@ -270,9 +306,15 @@ def test_fine_tuning_limits_are_checked_before_training(setup, tmp_path, capsys)
     (tmp_path / "ckpt" / "tokenizer.json").write_text(json.dumps(tok))
     with pytest.raises(SystemExit, match="does not belong to its model"):
         finetune_run(setup, tmp_path / "o", "--checkpoint", str(tmp_path / "ckpt"))
+    with pytest.raises(SystemExit, match="cannot read .*nowhere.txt: No such file"):
+        finetune.main(["predict", "--model", str(setup / "ckpt"), "--file", str(tmp_path / "nowhere.txt")])
+    with pytest.raises(SystemExit) as e:
+        finetune_run(setup, tmp_path / "o", "--lora-rank", "-1")
+    assert e.value.code == 2 and "--lora-rank must be 0 (off) or more" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
     with pytest.raises(SystemExit) as e:
         finetune.main(["predict", "--model", str(setup / "ckpt"), "--max-length", "0"])
-    assert e.value.code == 2 and "--max-length must be at least 1" in capsys.readouterr().err
+    assert e.value.code == 2 and "--max-length must be at least 3" in capsys.readouterr().err
 
 
 def test_an_interrupted_export_leaves_the_previous_best_whole(setup, tmp_path, monkeypatch):

@@ -26,14 +26,6 @@ def test_tsv_label_named_label_after_the_first_line_is_data(tmp_path):
     assert read_split(str(f)) == [("a fine film", "pos"), ("text", "label")]
 
 
-def test_csv_row_missing_its_label_names_file_and_line(tmp_path):
-    """Line 3 `a dull film` has no label field (csv gives None): refused as file:3, not class "None"."""
-    f = tmp_path / "train.csv"
-    f.write_text("text,label\na fine film,pos\na dull film\n")
-    with pytest.raises(InputError, match=r"train\.csv:3: missing label$"):
-        read_split(str(f))
-
-
 @pytest.mark.parametrize("row,what", [
     ({"text": "a dull film", "label": None}, "label"),
     ({"text": "a dull film"}, "label"),
@@ -48,9 +40,24 @@ def test_jsonl_row_missing_label_or_text_names_file_and_line(tmp_path, row, what
         read_split(str(f))
 
 
-def test_jsonl_line_that_is_not_an_object_is_refused(tmp_path):
-    """A JSON list on line 1 is no row: one line naming file:1."""
-    f = tmp_path / "train.jsonl"
-    f.write_text('["a fine film", "pos"]\n')
-    with pytest.raises(InputError, match=r"train\.jsonl:1: expected a JSON object"):
+def test_byte_order_mark_crlf_and_spaces_around_labels_are_not_part_of_the_data(tmp_path):
+    """A file saved with a UTF-8 byte-order mark and Windows line ends, with a header: the header
+    is still seen as one (so no class "label"), and the labels are `pos`/`neg`, not `pos\\r`."""
+    path = tmp_path / "train.tsv"
+    path.write_bytes("\ufefftext\tlabel\r\ngood film\tpos\r\nbad film\t neg \r\n".encode("utf-8"))
+    assert read_split(str(path)) == [("good film", "pos"), ("bad film", "neg")]
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("train.csv", "text,label\na fine film,pos\na dull film\n", r"train\.csv:3: missing label$"),
+    ("train.jsonl", '["a fine film", "pos"]\n', r"train\.jsonl:1: expected a JSON object"),
+    ("train.jsonl", '{"text": "fine", "label": 1}\n{"text": ["a", "list"], "label": 0}\n',
+     r"train\.jsonl:2: text must be a string, got list"),
+], ids=["csv row without its label", "jsonl list", "jsonl text not a string"])
+def test_a_row_that_is_not_text_and_label_is_refused_naming_file_and_line(tmp_path, name, content, message):
+    """A short .csv row (csv gives None: never the class "None"), a JSON list instead of an
+    object, a text that is a list: each one line naming file:line."""
+    f = tmp_path / name
+    f.write_text(content)
+    with pytest.raises(InputError, match=message):
         read_split(str(f))

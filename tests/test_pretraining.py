@@ -155,7 +155,7 @@ def test_resume_refuses_another_vocabulary_and_a_run_is_never_overwritten(tmp_pa
     out = tmp_path / "run"
     run(out, corpus, tmp_path / "cache", "--max-steps", "2")
     before = (out / "checkpoints" / "step-000002" / "model.safetensors").read_bytes()
-    with pytest.raises(SystemExit, match="--resume: vocab_size differ from the run in"):
+    with pytest.raises(SystemExit, match=r"--resume: --vocab-size \(160 then, 120 now\) differ from the run in"):
         run(out, corpus, tmp_path / "cache", "--max-steps", "4", "--resume", "--vocab-size", "120")
     with pytest.raises(SystemExit, match="already holds a pretraining run; pass --resume"):
         run(out, corpus, tmp_path / "cache", "--max-steps", "4")
