@@ -253,7 +253,7 @@ def parse_args(argv=None):
                    help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--overwrite", action="store_true",
-                   help="replace whatever --out holds (an earlier run, or other files): all of it is removed first")
+                   help="replace the run --out holds: all of it is removed first (never a folder of other files, nor one holding this run's inputs)")
     q = sub.add_parser("predict", help="label sentences with a fine-tuned model")
     q.add_argument("--model", required=True, help="a folder written by `finetune.py train` (its best/ folder)")
     q.add_argument("--file", help="one sentence per line (default: standard input)")

@@ -32,9 +32,9 @@ from data.prepare import DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.masking import max_predictions, target_slots
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
-from minibert.training import (adamw, autocast, autocast_dtype, check_run_folder, claim_run_folder, die, epoch_order, lr_factor,
-                               pick_device, read_json, save_checkpoint, truncate_metrics, use_tf32,
-                               weights_are_finite, write_json)
+from minibert.training import (adamw, autocast, autocast_dtype, check_run_folder, checkpoints, claim_run_folder,
+                               die, epoch_order, lr_factor, pick_device, read_json, save_checkpoint,
+                               truncate_metrics, use_tf32, weights_are_finite, write_json)
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
 
@@ -78,7 +78,7 @@ def parse_args(argv=None):
                    help="continue from the newest complete checkpoint in --out; flags that change the run's "
                         "data or model must stay as they were, --lr, --max-steps and the like may change")
     r.add_argument("--overwrite", action="store_true",
-                   help="replace whatever --out holds (another run, or other files): all of it is removed first")
+                   help="replace the run --out holds: all of it is removed first (never a folder of other files, nor one holding this run's inputs)")
     r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="auto picks cuda, then mps, then cpu (default: auto)")
     r.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
@@ -214,10 +214,8 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
     """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
     (None, None, None) when there is none yet. A damaged checkpoint is skipped with a one-line
     note; flags that may not change on a resume stop the run, the others are applied and said."""
-    root = os.path.join(args.out, "checkpoints")
-    names = sorted((d for d in os.listdir(root) if d.startswith("step-")), reverse=True) if os.path.isdir(root) else []
-    for name in names:
-        ckpt = os.path.join(root, name)
+    found = checkpoints(args.out)
+    for ckpt in reversed(found):
         try:
             state = torch.load(os.path.join(ckpt, "training_state.pt"), weights_only=True)
             saved_tokenizer = load_tokenizer(ckpt)
@@ -250,8 +248,8 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
         if changed:
             print(f"resume: {', '.join(changed)} (applied from step {step} on)")
         return ckpt, model, state
-    if names:
-        die(f"no checkpoint in {root} loads whole; start again with --overwrite")
+    if found:
+        die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole; start again with --overwrite")
     return None, None, None
 
 
@@ -404,7 +402,8 @@ def main(argv=None):
     path = resumed_from
     for step in range(start, args.max_steps):
         rows = global_batch(train_blocks, step, global_size, args.seed)        # (G,) on the CPU
-        ids, attn, types = ids_all[rows.to(device)], attn_all[rows.to(device)], types_all[rows.to(device)]
+        on_device = rows.to(device)
+        ids, attn, types = ids_all[on_device], attn_all[on_device], types_all[on_device]
         x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id,
                                    ordinary, masker, args.mask_prob, special_ids=vocab.special_ids)
         is_target = y != IGNORE_INDEX                                           # (G, T)

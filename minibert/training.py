@@ -208,11 +208,16 @@ def weights_are_finite(model) -> bool:
 # ---- checkpoint folders ---------------------------------------------------------------------
 
 
-def latest_checkpoint(out: str) -> str | None:
-    """The newest `OUT/checkpoints/step-*` folder: a folder only gets that name once it is complete."""
+def checkpoints(out: str) -> list[str]:
+    """The `OUT/checkpoints/step-*` folders, oldest first: a folder only gets that name once it is complete."""
     root = os.path.join(out, "checkpoints")
     steps = sorted(d for d in os.listdir(root) if d.startswith("step-")) if os.path.isdir(root) else []
-    return os.path.join(root, steps[-1]) if steps else None
+    return [os.path.join(root, d) for d in steps]
+
+
+def latest_checkpoint(out: str) -> str | None:
+    """The newest complete checkpoint folder of a pretraining run, or None."""
+    return (checkpoints(out) or [None])[-1]
 
 
 def resolve_checkpoint(path: str) -> str:
@@ -237,9 +242,8 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
     with open(os.path.join(root, "latest.tmp"), "w", encoding="utf-8") as f:
         f.write(name + "\n")
     os.replace(os.path.join(root, "latest.tmp"), os.path.join(root, "latest"))
-    steps = sorted(d for d in os.listdir(root) if d.startswith("step-"))
-    for old in steps[:-keep]:
-        shutil.rmtree(os.path.join(root, old))
+    for old in checkpoints(out)[:-keep]:
+        shutil.rmtree(old)
     return final
 
 
