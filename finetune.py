@@ -36,7 +36,7 @@ from minibert.labelled import InputError, batches, encode, read_split, split_fil
 from minibert.training import (adamw, check_run_folder, claim_run_folder, die, epoch_order, lr_factor, pick_device,
                                read_json, resolve_checkpoint, use_tf32, write_json)
 
-DEFAULT_LR = {"full": 1e-4, "frozen": 1e-3, "lora": 1e-3}
+DEFAULT_LR = {"full": 3e-4, "frozen": 1e-3, "lora": 1e-3}
 
 
 def checked_max_length(max_length: int | None, config) -> int:

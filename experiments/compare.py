@@ -3,6 +3,8 @@
     python -m experiments.compare methods   # bag-of-words vs frozen encoder vs full fine-tuning (S29)
     python -m experiments.compare peft      # full fine-tuning vs frozen vs LoRA (S30)
     python -m experiments.compare padding   # max length x dynamic / global padding (S31)
+    python -m experiments.compare pretraining  # what pretraining buys: random init vs pretrained,
+                                               # bag-of-words and MiniLM at 250 ... 8,472 labels
 
 Without --encoders a study needs `make run`'s checkpoint (runs/mlm-en) first: it runs on the
 English movie-review sentiment splits with two encoders, the real pretrained MiniLM-L6 (fetched
@@ -25,16 +27,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
+from data.prepare import CACHE
 from experiments.bow import BagOfWords
-from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Task, mean, median_time,
-                                 std, token_counts)
+from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
+                                 median_time, std, token_counts)
 from minibert.labelled import scores
+from minibert.training import die, pick_device
 
 SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
     "default": dict(n_train=1600, n_valid=500, n_test=1026, updates=100, batch_size=16, seeds=3, repeats=3),
@@ -61,6 +68,12 @@ CAVEATS = {
         "LoRA still runs a backward pass through the encoder (counted), only its weight gradients are skipped; the frozen method runs none.",
         "The frozen method's cache cost is listed separately from its training time.",
         "One learning-rate grid for all: a method whose best rate lies outside it is handicapped, visible in the chosen rate sitting at an end of the grid.",
+    ],
+    "pretraining": [
+        "One task (short movie-review sentences) and one fine-tuning recipe: a recipe tuned for one model can favour it; here every neural row gets the same grid and rule.",
+        "The pretraining text never held the validation or test sentences; the training split's sentences were in it, without their labels (data/prepare.py).",
+        "Differences under about two standard errors are noise: near 0.78 on 1,026 test sentences one accuracy's standard error is 1.3 points, and the seeds' spread is shown beside each mean.",
+        "MiniLM (22.7M parameters, pretrained on about a billion sentence pairs) is the ceiling of what pretraining can give this recipe, not a like-for-like rival of a model pretrained for minutes.",
     ],
     "padding": [
         "Padding strategy changes cost, not the function: for one trained model dynamic and global padding predict the same labels (tested); accuracy gaps between them here come from dropout masks drawn on differently shaped tensors and are seed noise.",
@@ -97,9 +110,9 @@ def fixed_batch(enc: Encoder) -> list[list[int]]:
     return [test[i % len(test)] for i in range(256)]
 
 
-def run_finetuned(task, enc, budget, seeds, lora_rank=0, unpad=True, lr_grid=LR_GRID):
+def run_finetuned(task, enc, budget, seeds, lora_rank=0, unpad=True, lr_grid=LR_GRID, device="cpu"):
     def run_one(lr, seed):
-        ft = FineTuned(enc, seed, lora_rank, LORA_TARGETS, unpad=unpad)
+        ft = FineTuned(enc, seed, lora_rank, LORA_TARGETS, unpad=unpad, device=device)
         rec = {"lr": lr, "seed": seed, **ft.train(task, budget, lr, seed)}
         if len(lr_grid) > 1:  # validation only picks the rate
             rec["valid_acc"] = scores(ft.predict(enc.tokens["valid"], budget.max_length, budget.padding),
@@ -264,6 +277,130 @@ def cache_note(cache: dict) -> str:
             f"{cache['encoder_forward']} encoder forward passes (once, not in training time)")
 
 
+# ---- pretraining: what it buys, label budget by label budget ----------------------------------
+
+BUDGETS = (250, 1000, 4000, None)            # labelled training sentences; None = the whole split (8,472)
+PRETRAINING_LR_GRID = (1e-4, 3e-4, 1e-3)     # one grid for every neural row, picked on validation
+PRETRAINING_SETTINGS = {  # the fine-tuning recipe: epochs over the budget, at least min_updates updates
+    "default": dict(budgets=BUDGETS, n_valid=None, n_test=None, epochs=3, min_updates=100, batch_size=32, seeds=3),
+    "quick": dict(budgets=(32, 96), n_valid=64, n_test=96, epochs=1, min_updates=4, batch_size=16, seeds=2),
+}
+QUICK_PRETRAINING = ["--preset", "bert-tiny", "--seq-len", "64", "--max-steps", "20", "--batch-size", "16"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def label_subsets(n_train: int, budgets) -> list[list[int]]:
+    """Nested seeded subsets of the training split (seed 0): each budget's sentences hold every
+    smaller budget's, so the curve adds labels and changes nothing else."""
+    order = torch.randperm(n_train, generator=torch.Generator().manual_seed(0)).tolist()
+    return [sorted(order[:n if n is not None else n_train]) for n in budgets]
+
+
+def subset(task: Task, encoders: list[Encoder], keep: list[int]) -> tuple[Task, list[Encoder]]:
+    train = Split([task.train.texts[i] for i in keep], task.train.labels[keep])
+    return (replace(task, train=train),
+            [replace(e, tokens={**e.tokens, "train": [e.tokens["train"][i] for i in keep]}) for e in encoders])
+
+
+def quick_checkpoint(out: str) -> str:
+    """--quick without --encoders: a bert-tiny pretrained for 20 steps by train_mlm.py (seconds)."""
+    folder = os.path.join(out, "quick-mlm")
+    cmd = [sys.executable, os.path.join(ROOT, "train_mlm.py"), *QUICK_PRETRAINING, "--out", folder,
+           "--overwrite", "--no-progress", "--device", "cpu"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        die(f"could not pretrain the quick checkpoint ({' '.join(cmd)}):\n{result.stderr.strip()}")
+    return folder
+
+
+def pretraining_study(task, encoders, settings, seeds, device):
+    """Every encoder (and bag-of-words) at every label budget: the rate picked on validation by
+    seed 0 from PRETRAINING_LR_GRID, then every seed scored once on the test split."""
+    rows, runs = [], []
+    for n, keep in zip(settings["budgets"], label_subsets(len(task.train.texts), settings["budgets"])):
+        sub, encs = subset(task, encoders, keep)
+        n_labels = len(keep)
+        majority = int(sub.train.labels.bincount(minlength=2).argmax())
+        print(f"{n_labels:,} labelled sentences (majority class: test accuracy "
+              f"{float((sub.test.labels == majority).float().mean()):.3f})", file=sys.stderr, flush=True)
+        chosen, recs, grid = run_bow(sub, seeds, repeats=1)
+        rows.append(row("bag-of-words", f"{n_labels} labels", f"l2 {chosen:g}", recs, grid, n_labels=n_labels))
+        runs += [(f"bow-{n_labels}", r) for r in recs]
+        updates = max(settings["min_updates"], math.ceil(settings["epochs"] * n_labels / settings["batch_size"]))
+        budget = Budget(updates, settings["batch_size"], PRETRAINING_LR_GRID, timing_repeats=1)
+        for enc in encs:
+            chosen, recs, grid = run_finetuned(sub, enc, budget, seeds, lr_grid=PRETRAINING_LR_GRID, device=device)
+            rows.append(row(enc.name, f"{n_labels} labels", f"lr {chosen:g}", recs, grid, n_labels=n_labels,
+                            updates=updates))
+            runs += [(f"{enc.name}-{n_labels}", r) for r in recs]
+        rows.append({"encoder": "majority class", "method": f"{n_labels} labels", "n_labels": n_labels, "seeds": 1,
+                     "test_acc_mean": float((sub.test.labels == majority).float().mean()), "test_acc_std": 0.0,
+                     "test_f1_mean": scores(torch.full_like(sub.test.labels, majority), sub.test.labels, 2)["macro_f1"],
+                     "test_f1_std": 0.0, "chosen": "-", "grid_valid_acc": {}})
+    return rows, runs
+
+
+def pretraining_report(rows: list[dict], meta: dict) -> str:
+    models = list(dict.fromkeys(r["encoder"] for r in rows))
+    budgets = sorted({r["n_labels"] for r in rows})
+    cell = {(r["encoder"], r["n_labels"]): r for r in rows}
+    header = ["model", *[f"{n:,} labels" for n in budgets]]
+
+    def grid(fmt) -> str:
+        return table(header, [[m, *[fmt(cell[m, n]) for n in budgets]] for m in models])
+
+    parts = [f"# pretraining: {TITLES['pretraining']}", "",
+             f"`{meta['command']}` on {meta['date']}; {meta['machine']}. Validation {meta['n_valid']:,} and test "
+             f"{meta['n_test']:,} sentences; the labelled training sentences are nested seeded subsets of the "
+             f"{meta['n_train']:,}-sentence training split. Fine-tuning recipe, the same for every neural row: "
+             f"[CLS] -> Linear head, batch {meta['batch_size']}, {meta['epochs']} epoch(s) over the labelled "
+             f"sentences but at least {meta['min_updates']} updates, AdamW with 10% warm-up then linear decay, "
+             f"dropout 0.1; learning rate picked from {list(PRETRAINING_LR_GRID)} by seed 0's validation "
+             f"accuracy, then seeds {meta['seeds']} scored once on the test split. Bag-of-words: logistic "
+             f"regression on the labelled sentences' words, L2 penalty picked on validation from {list(L2_GRID)}; "
+             f"deterministic, one run. Random init: the pretrained checkpoint's config and tokenizer, weights "
+             f"initialised afresh by each seed, never pretrained.", "",
+             "Test accuracy, mean ± standard deviation over the seeds:", "",
+             grid(lambda r: pm(r["test_acc_mean"], r["test_acc_std"])), "",
+             "Test macro-F1:", "", grid(lambda r: pm(r["test_f1_mean"], r["test_f1_std"])), "",
+             "Chosen on validation (seed 0's validation accuracy at each grid value):", "",
+             grid(lambda r: r["chosen"] + (" (" + ", ".join(f"{k}: {v}" for k, v in r["grid_valid_acc"].items()) + ")"
+                                          if r["grid_valid_acc"] else ""))]
+    randoms = [m for m in models if m.startswith("random init")]
+    pretrained = [m for m in models if m.startswith("minibert")]
+    if randoms and pretrained:
+        parts += ["", f"Pretrained minus {randoms[0]}, test accuracy points:", "",
+                  table(header, [[m, *[f"{100 * (cell[m, n]['test_acc_mean'] - cell[randoms[0], n]['test_acc_mean']):+.1f}"
+                                      for n in budgets]] for m in pretrained])]
+    parts += ["", "What this can and cannot show:", ""] + [f"- {c}" for c in CAVEATS["pretraining"]]
+    return "\n".join(parts) + "\n"
+
+
+def plot_label_curve(rows: list[dict], path: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for model in dict.fromkeys(r["encoder"] for r in rows):
+        mine = sorted((r for r in rows if r["encoder"] == model), key=lambda r: r["n_labels"])
+        ax.errorbar([r["n_labels"] for r in mine], [r["test_acc_mean"] for r in mine],
+                    yerr=[r["test_acc_std"] for r in mine], marker="o", capsize=3, label=model,
+                    linestyle=":" if model == "majority class" else "-")
+    ax.set_xscale("log")
+    ax.set_xlabel("labelled training sentences (log scale)")
+    ax.set_ylabel("test accuracy (mean ± sd over seeds)")
+    ax.set_title("movie-review sentiment: " + TITLES["pretraining"], fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 # ---- report ---------------------------------------------------------------------------------
 
 S32_COLUMNS = ["test accuracy", "macro-F1", "training s", "predict 256 ms", "peak memory MB",
@@ -322,8 +459,9 @@ def report(study: str, rows: list[dict], meta: dict) -> str:
 
 TITLES = {"methods": "bag-of-words vs frozen encoder vs full fine-tuning (S29, S32)",
           "peft": "full fine-tuning vs frozen vs LoRA (S30, S32)",
-          "padding": "maximum length x padding strategy (S31, S32)"}
-STUDIES = {"methods": methods_study, "peft": peft_study, "padding": padding_study}
+          "padding": "maximum length x padding strategy (S31, S32)",
+          "pretraining": "random init vs pretrained vs bag-of-words, by number of labels"}
+STUDIES = {"methods": methods_study, "peft": peft_study, "padding": padding_study, "pretraining": pretraining_study}
 
 
 def plot(study: str, rows: list[dict], path: str) -> bool:
@@ -351,47 +489,83 @@ def plot(study: str, rows: list[dict], path: str) -> bool:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", choices=sorted(STUDIES))
-    p.add_argument("--quick", action="store_true", help="a few updates on small splits (about a minute)")
+    p.add_argument("--quick", action="store_true",
+                   help="a few updates on small splits (about a minute); pretraining --quick without "
+                        "--encoders first pretrains a bert-tiny for 20 steps")
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
-    p.add_argument("--encoders", default="minilm,runs/mlm-en",
-                   help="comma-separated: `minilm` and/or checkpoint or train_mlm.py run folders "
-                        "(default: minilm,runs/mlm-en, which `make run` writes: run it first, or pass --encoders minilm)")
+    p.add_argument("--encoders", default=None,
+                   help="comma-separated: `minilm`, checkpoint or train_mlm.py run folders, and (pretraining) "
+                        "`random:FOLDER`, that folder's config and tokenizer never pretrained. Default: "
+                        "minilm,runs/mlm-en, which `make run` writes: run it first, or pass --encoders minilm; "
+                        "pretraining: random:runs/mlm-en,runs/mlm-en,minilm (--quick: its own bert-tiny, and "
+                        "MiniLM if already fetched)")
     p.add_argument("--seeds", type=int, help="number of seeds (default: 3, or 2 with --quick)")
+    p.add_argument("--budgets", help="pretraining: comma-separated numbers of labelled sentences, `all` for the whole "
+                                     "training split (default: 250,1000,4000,all; --quick: 32,96)")
+    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda", "mps"],
+                   help="where the pretraining study fine-tunes (default: cpu); the other studies measure "
+                        "CPU time and always run there")
     args = p.parse_args(argv)
-    s = dict(SETTINGS["quick" if args.quick else "default"])
+    pretraining = args.study == "pretraining"
+    settings = PRETRAINING_SETTINGS if pretraining else SETTINGS
+    s = dict(settings["quick" if args.quick else "default"])
     if args.seeds is not None:
         if args.seeds < 1:
             p.error("--seeds must be at least 1")
         s["seeds"] = args.seeds
-    task = Task.load(s["n_train"], s["n_valid"], s["n_test"])
-    encoders = [Encoder.open(e.strip(), task) for e in args.encoders.split(",") if e.strip()]
-    if not encoders:
-        p.error("--encoders names no encoder")
-    budget = Budget(s["updates"], s["batch_size"], LR_GRID, timing_repeats=s["repeats"])
-    seeds = list(range(s["seeds"]))
+    if args.budgets is not None:
+        try:
+            s["budgets"] = tuple(None if b.strip() == "all" else int(b) for b in args.budgets.split(","))
+        except ValueError:
+            p.error(f"--budgets {args.budgets}: give numbers or `all`, comma-separated")
+        if not pretraining or any(b is not None and b < 2 for b in s["budgets"]):
+            p.error("--budgets: only for the pretraining study, each at least 2")
+    device = pick_device(args.device) if pretraining else torch.device("cpu")
     out = os.path.join(args.out, args.study)
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    specs = args.encoders
+    if specs is None and pretraining:
+        ckpt = quick_checkpoint(out) if args.quick else "runs/mlm-en"
+        minilm = not args.quick or os.path.isfile(os.path.join(CACHE, "minilm", "config.json"))
+        specs = f"random:{ckpt},{ckpt}" + (",minilm" if minilm else "")
+    specs = specs if specs is not None else "minilm,runs/mlm-en"
+    if pretraining:
+        big = 10 ** 9  # every row of the split
+        task = Task.load(big, s["n_valid"] or big, s["n_test"] or big)
+    else:
+        task = Task.load(s["n_train"], s["n_valid"], s["n_test"])
+    encoders = [Encoder.open(e.strip(), task) for e in specs.split(",") if e.strip()]
+    if not encoders:
+        p.error("--encoders names no encoder")
+    seeds = list(range(s["seeds"]))
     t0 = time.time()
-    rows, runs = STUDIES[args.study](task, encoders, budget, seeds, out)
+    if pretraining:
+        rows, runs = pretraining_study(task, encoders, s, seeds, device)
+    else:
+        budget = Budget(s["updates"], s["batch_size"], LR_GRID, timing_repeats=s["repeats"])
+        rows, runs = STUDIES[args.study](task, encoders, budget, seeds, out)
+    where = (f"{torch.cuda.get_device_name(device)}" if device.type == "cuda" else f"{device.type}, "
+             f"{torch.get_num_threads()} CPU threads")
     meta = {"command": "python -m experiments.compare " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "date": time.strftime("%Y-%m-%d"), "machine": f"torch {torch.__version__}, {torch.get_num_threads()} "
-            f"CPU threads" + (", CUDA unused" if torch.cuda.is_available() else ""),
+            "date": time.strftime("%Y-%m-%d"), "machine": f"torch {torch.__version__}, {where}"
+            + (", CUDA unused" if torch.cuda.is_available() and device.type != "cuda" else ""),
             "n_train": len(task.train.texts), "n_valid": len(task.valid.texts), "n_test": len(task.test.texts),
-            "updates": s["updates"], "batch_size": s["batch_size"], "seeds": len(seeds),
-            "wall_s": time.time() - t0}
+            "batch_size": s["batch_size"], "seeds": len(seeds), "wall_s": time.time() - t0}
+    meta.update({k: s[k] for k in (("epochs", "min_updates") if pretraining else ("updates",))})
     for name, rec in runs:
         fname = f"{name}-seed{rec['seed']}".replace(" ", "_").replace("/", "_") + ".json"
         with open(os.path.join(out, "runs", fname), "w", encoding="utf-8") as f:
             json.dump(rec, f, indent=1)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    text = report(args.study, rows, meta)
+    text = pretraining_report(rows, meta) if pretraining else report(args.study, rows, meta)
     with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
         f.write(text)
-    plotted = plot(args.study, rows, os.path.join(out, "accuracy_vs_time.png"))
+    png = os.path.join(out, "accuracy_vs_labels.png" if pretraining else "accuracy_vs_time.png")
+    plotted = plot_label_curve(rows, png) if pretraining else plot(args.study, rows, png)
     print(text)
     print(f"{args.study}: {len(rows)} rows in {meta['wall_s'] / 60:.1f} min; report {out}/report.md"
-          + (f", plot {out}/accuracy_vs_time.png" if plotted else " (no plot: matplotlib is not installed)"))
+          + (f", plot {png}" if plotted else " (no plot: matplotlib is not installed)"))
     return rows
 
 

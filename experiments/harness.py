@@ -16,14 +16,14 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from data.prepare import fetch_minilm, labelled_folder
-from minibert import BertForClassification, BertModel, load_tokenizer
+from minibert import BertConfig, BertForClassification, BertModel, load_tokenizer
 from minibert.classification import set_trainable
 from minibert.labelled import pad_batch, read_split, split_files, truncate
 from minibert.model import init_weights
@@ -70,29 +70,38 @@ class Encoder:
     path: str
     tokens: dict[str, list[list[int]]] = field(default_factory=dict)
     pad_id: int = 0
+    pretrained: bool = True  # False: the checkpoint's config and tokenizer, its weights never loaded
 
     @classmethod
     def open(cls, spec: str, task: Task) -> "Encoder":
-        """spec: `minilm` (the real pretrained MiniLM-L6) or a checkpoint / train_mlm.py run folder."""
-        if spec == "minilm":
+        """spec: `minilm` (the real pretrained MiniLM-L6), a checkpoint / train_mlm.py run folder,
+        or `random:FOLDER`: that checkpoint's config and tokenizer with freshly initialised weights."""
+        pretrained = not spec.startswith("random:")
+        folder = spec if pretrained else spec[len("random:"):]
+        if folder == "minilm":
             name, path = "MiniLM-L6", fetch_minilm()
         else:
-            path = resolve_checkpoint(spec)
+            path = resolve_checkpoint(folder)
             if not os.path.isfile(os.path.join(path, "config.json")):
-                die(f"--encoders: {spec} is neither `minilm` nor a checkpoint folder; "
+                die(f"--encoders: {folder} is neither `minilm` nor a checkpoint folder; "
                     "pretrain one first with `make run` (it writes runs/mlm-en)")
-            name = f"minibert {os.path.normpath(spec)}"
+            name = f"minibert {os.path.normpath(folder)}"
+        if not pretrained:
+            name = f"random init ({name}'s config and tokenizer)"
         tok = load_tokenizer(path)
         tok.no_padding()
         tok.no_truncation()
-        enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0)
+        enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0, pretrained=pretrained)
         for s in ("train", "valid", "test"):
             enc.tokens[s] = [e.ids for e in tok.encode_batch(getattr(task, s).texts)]
         return enc
 
     def backbone(self, unpad: bool = True, dropout: float = 0.1) -> BertModel:
-        return BertModel.from_pretrained(self.path, use_sdpa=True, unpad=unpad, hidden_dropout_prob=dropout,
-                                         attention_probs_dropout_prob=dropout)
+        """The encoder, loaded (or, for a random init, initialised from the global seed)."""
+        overrides = dict(use_sdpa=True, unpad=unpad, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+        if self.pretrained:
+            return BertModel.from_pretrained(self.path, **overrides)
+        return BertModel(replace(BertConfig.load(self.path), **overrides))
 
 
 def pad(seqs: list[list[int]], pad_id: int, max_length: int, padding: str):
@@ -243,12 +252,15 @@ class FineTuned:
     encoder; with `lora_rank`, only the adapters and the head train."""
 
     def __init__(self, encoder: Encoder, seed: int, lora_rank: int = 0,
-                 lora_targets: tuple[str, ...] = ("attention.query", "attention.value"), unpad: bool = True):
+                 lora_targets: tuple[str, ...] = ("attention.query", "attention.value"), unpad: bool = True,
+                 device: str = "cpu"):
         torch.manual_seed(seed)
         self.encoder = encoder
+        self.device = torch.device(device)
         self.model = BertForClassification(encoder.backbone(unpad=unpad), 2)
         self.lora_modules = set_trainable(self.model, "lora" if lora_rank else "full", lora_rank,
                                           lora_targets=lora_targets)
+        self.model.to(self.device)
 
     def params(self) -> tuple[int, int]:
         ps = list(self.model.parameters())
@@ -259,8 +271,9 @@ class FineTuned:
         order = training_order(len(toks), budget.updates, budget.batch_size, seed)
         if budget.bucketed:
             order = length_bucketed(order, [len(t) for t in toks])
-        batches = [(*pad([toks[i] for i in b], self.encoder.pad_id, budget.max_length, budget.padding),
-                    task.train.labels[b]) for b in order]
+        batches = [tuple(t.to(self.device) for t in (*pad([toks[i] for i in b], self.encoder.pad_id,
+                                                          budget.max_length, budget.padding), task.train.labels[b]))
+                   for b in order]
         counter = PassCounter(self.model.bert)
         self.model.train()
         trainable = [p for p in self.model.parameters() if p.requires_grad]
@@ -277,14 +290,14 @@ class FineTuned:
         out = []
         for i in range(0, len(seqs), batch_size):
             ids, mask = pad(seqs[i:i + batch_size], self.encoder.pad_id, max_length, padding)
-            out.append(self.model(ids, mask).argmax(-1))
+            out.append(self.model(ids.to(self.device), mask.to(self.device)).argmax(-1).cpu())
         return torch.cat(out)
 
     @torch.no_grad()
     def logits(self, seqs: list[list[int]], max_length: int, padding: str) -> torch.Tensor:
         self.model.eval()
         ids, mask = pad(seqs, self.encoder.pad_id, max_length, padding)
-        return self.model(ids, mask)
+        return self.model(ids.to(self.device), mask.to(self.device)).cpu()
 
 
 class FrozenFeatures:
