@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 
-.PHONY: setup run test clean
+.PHONY: setup run run-gpu test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ run: setup
 	$(VENV)/bin/python train_mlm.py --out runs/mlm-en --resume
 	$(VENV)/bin/python plot_metrics.py runs/mlm-en/metrics.jsonl
 	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-en --out runs/cls-en --overwrite --no-progress
+
+# The GPU recipe (docs/pretraining.md): bert-small on the larger corpus, about 2 min on an H200,
+# perhaps 10-20 min on a laptop GPU. Needs a CUDA or MPS build of torch: make run-gpu TORCH=torch
+run-gpu: setup
+	$(VENV)/bin/python train_mlm.py --corpus en-large --preset bert-small --batch-size 64 --max-steps 5000 \
+		--lr 7e-4 --dropout 0.1 --out runs/mlm-gpu --resume
+	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-gpu --out runs/cls-gpu --lr 1e-4 --overwrite --no-progress
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

@@ -44,7 +44,7 @@ def parse_args(argv=None):
     a = p.add_argument_group("data")
     a.add_argument("--corpus", nargs="+", default=["en"], metavar="NAME|FILE",
                    help="en (default: VADER sentences + Wikipedia sample, 4.5 MB), en-large (en + BBC news + "
-                        "Shakespeare, 15 MB), zh (People's Daily), or UTF-8 text files with one document per line")
+                        "Shakespeare, 13.5 MB), zh (People's Daily), or UTF-8 text files with one document per line")
     a.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
     a.add_argument("--vocab-size", type=int, default=8192, help="WordPiece vocabulary size (default: 8192)")
     a.add_argument("--seq-len", type=int, default=128, help="tokens per packed block (default: 128)")
