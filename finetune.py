@@ -160,6 +160,7 @@ def train(args):
     final = HEADS[args.head].from_pretrained(best_path).to(device)
     valid = evaluate(final, valid_data, args.batch_size * 2, pad_id, device, len(labels))
     test = evaluate(final, test_data, args.batch_size * 2, pad_id, device, len(labels))
+    train_s = time.time() - t0
     majority = int(torch.bincount(train_data["labels"]).argmax())
     texts = {split: [t for t, _ in rows[split]] for split in ("train", "valid", "test")}
     bow, l2, bow_valid = BagOfWords.tuned((texts["train"], train_data["labels"]), (texts["valid"], valid_data["labels"]),
@@ -172,7 +173,7 @@ def train(args):
                "majority_test_acc": (test_data["labels"] == majority).float().mean().item(),
                "bow_l2": l2, "bow_valid_acc": bow_valid, "bow_test_acc": bow_test["acc"],
                "bow_test_macro_f1": bow_test["macro_f1"],
-               "trainable_params": n_trainable, "total_params": n_total, "train_s": time.time() - t0,
+               "trainable_params": n_trainable, "total_params": n_total, "train_s": train_s,
                "model": best_path}
     write_json(os.path.join(args.out, "summary.json"), summary)
     lock.close()

@@ -1,6 +1,6 @@
 """Pretrain a small BERT with masked language modelling, on a laptop GPU or a CPU.
 
-    python train_mlm.py                                  # bert-mini on the English corpus, ~9 min on 2 CPU cores
+    python train_mlm.py                                  # bert-mini on the English corpus, ~10 min on 2 CPU cores
     python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
     python train_mlm.py --corpus my_text.txt             # your own text, one document per line
     python train_mlm.py --resume                         # continue the run in --out

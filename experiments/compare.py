@@ -65,7 +65,7 @@ LENGTH_BINS = ((0, 16), (17, 32), (33, 64), (65, 10 ** 9))  # raw token length, 
 CAVEATS = {
     "methods": [
         "The accuracy order of the three depends on domain, sample size and checkpoint; one task and one small training pool cannot rank them in general.",
-        "What the encoders learnt in pretraining is not test-label leakage: the labelled splits were never part of their pretraining text.",
+        "What the encoders learnt in pretraining is not test-label leakage: the validation and test sentences were never part of minibert's pretraining text (the training split's were, without labels).",
         "Bag-of-words is cheap and easy to read; the frozen encoder costs one cached pass over the data; full fine-tuning pays a backward pass on every update.",
         "The frozen method's training time excludes its feature cache, listed on its own (cache time and storage), or the cost comparison would be skewed.",
         "Each neural method ran the same number of updates on the same samples, not to convergence: a longer budget can change the order.",
@@ -80,7 +80,7 @@ CAVEATS = {
     "pretraining": [
         "One task (short movie-review sentences) and one fine-tuning recipe: a recipe tuned for one model can favour it; here every neural row gets the same grid and rule.",
         "minibert's pretraining text never held the validation or test sentences; the training split's sentences were in it, without their labels (data/prepare.py).",
-        "Differences under about two standard errors are noise: near 0.78 on 1,026 test sentences one accuracy's standard error is 1.3 points, and the seeds' spread is shown beside each mean.",
+        "Differences under about two standard errors are noise: on the full test split (1,026 sentences) one accuracy near 0.78 has a standard error of 1.3 points, and the seeds' spread is shown beside each mean.",
         "MiniLM (22.7M parameters, distilled from a BERT pretrained on billions of words, then trained on over a billion sentence pairs) shows what pretraining at scale gives this recipe; it is not a like-for-like rival of a model pretrained for minutes.",
         "The difference row subtracts the first random-init row: a pretrained model of another size than that row's is compared with a random init of another size.",
     ],
@@ -326,7 +326,7 @@ def pretraining_study(task, encoders, settings, seeds, device):
     """Every encoder (and bag-of-words) at every label budget: the rate picked on validation by
     seed 0 from PRETRAINING_LR_GRID, then every seed scored once on the test split."""
     rows, runs = [], []
-    for n, keep in zip(settings["budgets"], label_subsets(len(task.train.texts), settings["budgets"])):
+    for keep in label_subsets(len(task.train.texts), settings["budgets"]):
         sub, encs = subset(task, encoders, keep)
         n_labels = len(keep)
         majority = int(sub.train.labels.bincount(minlength=2).argmax())
@@ -532,6 +532,8 @@ def main(argv=None):
             p.error(f"--budgets {args.budgets}: give numbers or `all`, comma-separated")
         if not pretraining or any(b is not None and b < 2 for b in s["budgets"]):
             p.error("--budgets: only for the pretraining study, each at least 2")
+        if len(set(s["budgets"])) < len(s["budgets"]):
+            p.error(f"--budgets {args.budgets}: a budget is named twice")
     device = pick_device(args.device) if pretraining else torch.device("cpu")
     out = os.path.join(args.out, args.study)
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
@@ -544,6 +546,8 @@ def main(argv=None):
     if pretraining:
         big = 10 ** 9  # every row of the split
         task = Task.load(big, s["n_valid"] or big, s["n_test"] or big)
+        if any(b is not None and b > len(task.train.texts) for b in s["budgets"]):
+            p.error(f"--budgets: the training split holds {len(task.train.texts):,} sentences; use `all` for all of them")
     else:
         task = Task.load(s["n_train"], s["n_valid"], s["n_test"])
     encoders = [Encoder.open(e.strip(), task) for e in specs.split(",") if e.strip()]

@@ -32,14 +32,18 @@ class BagOfWords:
         self.b = torch.zeros(num_labels, requires_grad=True)                   # (K,)
 
     def features(self, texts: list[str]) -> torch.Tensor:
-        """(N, V) 0/1: which vocabulary words each text contains ([UNK] for any other word)."""
-        x = torch.zeros(len(texts), len(self.vocab))
+        """(N, V) 0/1, sparse: which vocabulary words each text contains ([UNK] for any other word)."""
+        rows, cols = [], []
         for i, t in enumerate(texts):
-            x[i, [self.vocab.get(w, 0) for w in words(t)]] = 1.0
-        return x
+            ids = sorted({self.vocab.get(w, 0) for w in words(t)})
+            rows += [i] * len(ids)
+            cols += ids
+        return torch.sparse_coo_tensor(torch.tensor([rows, cols], dtype=torch.long).reshape(2, -1),
+                                       torch.ones(len(cols)), (len(texts), len(self.vocab)),
+                                       check_invariants=True).coalesce()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.W + self.b                                              # (N, K)
+        return torch.sparse.mm(x, self.W) + self.b                              # (N, K)
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int) -> int:
         """L-BFGS on mean cross-entropy + l2/2 |W|^2, from zeros; returns the iterations run

@@ -70,7 +70,8 @@ def test_bag_of_words_vocabulary_comes_from_the_training_split_only():
     'good popcorn' (popcorn only in the test text) sets good and [UNK], nothing else."""
     bow = BagOfWords(["good film", "bad film"], num_labels=2)
     assert bow.vocab == {"[UNK]": 0, "bad": 1, "film": 2, "good": 3}
-    assert bow.features(["good popcorn"]).tolist() == [[1.0, 0.0, 0.0, 1.0]]
+    assert bow.features(["good popcorn"]).to_dense().tolist() == [[1.0, 0.0, 0.0, 1.0]]
+    assert bow.features(["good good film"]).to_dense().tolist() == [[0.0, 0.0, 1.0, 1.0]]  # 0/1, not counts
     assert "popcorn" not in bow.vocab
 
 
@@ -211,10 +212,13 @@ def test_quick_pretraining_study_builds_its_checkpoint_and_reports_every_row(tmp
     assert (out / "accuracy_vs_labels.png").stat().st_size > 0
 
 
-def test_budgets_flag_is_checked():
-    for bad in (["pretraining", "--budgets", "ten"], ["pretraining", "--budgets", "1"], ["methods", "--budgets", "64"]):
+def test_budgets_flag_is_checked(tmp_path):
+    """Numbers or `all`, each at least 2 and at most the training split's 8,472; pretraining only."""
+    for bad in (["pretraining", "--budgets", "ten"], ["pretraining", "--budgets", "1"], ["methods", "--budgets", "64"],
+                ["pretraining", "--budgets", "100,9000", "--encoders", "minilm"],  # the split holds 8,472
+                ["pretraining", "--budgets", "250,250"]):
         with pytest.raises(SystemExit):
-            compare.main(bad)
+            compare.main([*bad, "--out", str(tmp_path)])
 
 
 def test_bag_of_words_penalty_is_picked_on_validation_the_larger_on_a_tie():
