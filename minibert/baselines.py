@@ -68,10 +68,11 @@ class BagOfWords:
               l2_grid: tuple[float, ...] = L2_GRID, max_iter: int = MAX_ITER) -> tuple["BagOfWords", float, float]:
         """One fit per penalty of `l2_grid` on the (texts, labels) of `train`; the best validation
         accuracy picks it (the larger penalty on a tie). Returns (model, penalty, its validation accuracy)."""
-        fits = []
+        fits, x = [], None
         for l2 in l2_grid:
             bow = cls(train[0], num_labels)
-            bow.fit(bow.features(train[0]), train[1], l2, max_iter)
+            x = bow.features(train[0]) if x is None else x  # one vocabulary, so one feature matrix for all
+            bow.fit(x, train[1], l2, max_iter)
             fits.append((float((bow.predict(valid[0]) == valid[1]).float().mean()), l2, bow))
         acc, l2, bow = max(fits, key=lambda f: (f[0], f[1]))
         return bow, l2, acc
