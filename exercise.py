@@ -11,7 +11,7 @@ import torch
 
 from data.prepare import fetch_minilm, prepare
 from minibert import BertForClassification, BertModel, load_tokenizer, random_mask_tokens
-from minibert.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
+from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
 
 
 def exercise_1(minilm: str) -> None:

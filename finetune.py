@@ -31,11 +31,12 @@ import torch.nn.functional as F
 
 from data.prepare import DataError, labelled_folder
 from minibert import BertForClassification, BertForSequenceClassification, CheckpointError, load_tokenizer
-from minibert.baselines import BagOfWords
-from minibert.classification import HEADS, build_classifier, evaluate, export, logits_of, set_trainable
-from minibert.labelled import InputError, batches, encode, read_split, scores, split_files
-from minibert.training import (adamw, check_run_folder, claim_run_folder, die, epoch_order, lr_factor, pick_device,
-                               read_json, resolve_checkpoint, use_tf32, write_json)
+from minibert.run import die
+from minibert.run.baselines import BagOfWords
+from minibert.run.classification import HEADS, build_classifier, evaluate, export, logits_of, set_trainable
+from minibert.run.folders import check_run_folder, claim_run_folder, read_json, resolve_checkpoint, write_json
+from minibert.run.labelled import InputError, batches, encode, read_split, scores, split_files
+from minibert.run.training import adamw, epoch_order, lr_factor, pick_device, use_tf32
 
 DEFAULT_LR = {"full": 3e-4, "frozen": 1e-3, "lora": 1e-3}
 

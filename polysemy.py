@@ -20,8 +20,9 @@ import torch.nn.functional as F
 
 from data.prepare import DataError, fetch_minilm
 from minibert import BertModel, load_tokenizer
-from minibert.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
-from minibert.training import die, resolve_checkpoint
+from minibert.run import die
+from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
+from minibert.run.folders import resolve_checkpoint
 
 
 def pad(text: str, width: int) -> str:

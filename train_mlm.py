@@ -31,10 +31,12 @@ import torch.distributed as dist
 from data.prepare import CORPORA, DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.masking import max_predictions, target_slots
+from minibert.run import die
+from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, read_json, save_checkpoint,
+                                  truncate_metrics, write_json)
+from minibert.run.training import (adamw, autocast, autocast_dtype, epoch_order, lr_factor, pick_device, use_tf32,
+                                   weights_are_finite)
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
-from minibert.training import (adamw, autocast, autocast_dtype, check_run_folder, checkpoints, claim_run_folder,
-                               die, epoch_order, lr_factor, pick_device, read_json, save_checkpoint,
-                               truncate_metrics, use_tf32, weights_are_finite, write_json)
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
 

@@ -44,7 +44,8 @@ import transformers
 from bench.common import hf_twin, useful_flops
 from minibert import BertConfig, BertForMaskedLM, mask_batch
 from minibert.masking import max_predictions, target_slots
-from minibert.training import die, use_tf32
+from minibert.run import die
+from minibert.run.training import use_tf32
 
 CLS, SEP, MASK = 101, 102, 103  # the uncased BERT vocabulary's ids
 CONFIGS = {"bert-base-128": ("bert-base", 128, 128), "bert-base-256": ("bert-base", 256, 128),

@@ -48,10 +48,11 @@ import torch
 from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
-from minibert.baselines import MAX_ITER as BOW_MAX_ITER
-from minibert.baselines import L2_GRID, BagOfWords
-from minibert.labelled import scores
-from minibert.training import die, pick_device
+from minibert.run import die
+from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
+from minibert.run.baselines import L2_GRID, BagOfWords
+from minibert.run.labelled import scores
+from minibert.run.training import pick_device
 
 SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
     "default": dict(n_train=1600, n_valid=500, n_test=1026, updates=100, batch_size=16, seeds=3, repeats=3),

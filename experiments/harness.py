@@ -24,10 +24,12 @@ import torch.nn.functional as F
 
 from data.prepare import fetch_minilm, labelled_folder
 from minibert import BertConfig, BertForClassification, BertModel, load_tokenizer
-from minibert.classification import set_trainable
-from minibert.labelled import pad_batch, read_split, split_files, truncate
 from minibert.model import init_weights
-from minibert.training import adamw, die, epoch_order, lr_factor, resolve_checkpoint
+from minibert.run import die
+from minibert.run.classification import set_trainable
+from minibert.run.folders import resolve_checkpoint
+from minibert.run.labelled import pad_batch, read_split, split_files, truncate
+from minibert.run.training import adamw, epoch_order, lr_factor
 
 # ---- data -----------------------------------------------------------------------------------
 

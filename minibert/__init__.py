@@ -2,7 +2,6 @@
 
 from .checkpoint import CheckpointError, load_tokenizer
 from .config import PRESETS, BertConfig
-from .exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
 from .loss import IGNORE_INDEX, NoMaskedTokensError, mlm_loss
 from .masking import MaskingError, MaskingVocab, mask_batch, random_mask_tokens
 from .model import (
@@ -22,5 +21,4 @@ __all__ = [
     "mask_batch", "random_mask_tokens", "MaskingVocab", "MaskingError",
     "mlm_loss", "NoMaskedTokensError", "IGNORE_INDEX",
     "CheckpointError", "load_tokenizer",
-    "configure_model", "predict_batch", "compare_polysemous_embeddings", "word_vector",
 ]

@@ -260,11 +260,6 @@ class Pretrained:
 
     hf_architecture: str
 
-    @property
-    def base_model(self):
-        """The encoder (HF's name): `self.bert` in a model with a head, the model itself otherwise."""
-        return getattr(self, "bert", self)
-
     @classmethod
     def _from_config(cls, config: BertConfig):
         return cls(config)

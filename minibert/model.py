@@ -29,6 +29,7 @@ from einops import rearrange
 from .checkpoint import Pretrained
 from .config import ACTIVATIONS, BertConfig
 from .loss import IGNORE_INDEX, mlm_loss
+from .unpad import RealTokens
 
 
 
@@ -189,7 +190,17 @@ class SequenceClassifierOutput:
     logits: torch.Tensor                     # (B, K)
 
 
-class BertModel(Pretrained, nn.Module):
+class BertPreTrainedModel(Pretrained, nn.Module):
+    """What every model class shares: from_pretrained / save_pretrained in HF's folder layout
+    (checkpoint.py), and the encoder under its HF name."""
+
+    @property
+    def base_model(self) -> "BertModel":
+        """The encoder: `self.bert` in a model with a head, the model itself otherwise."""
+        return getattr(self, "bert", self)
+
+
+class BertModel(BertPreTrainedModel):
     """Embeddings -> L encoder blocks -> (optional) tanh pooler on [CLS]."""
 
     hf_architecture = "BertModel"
@@ -211,8 +222,7 @@ class BertModel(Pretrained, nn.Module):
         self._check_inputs(input_ids, attention_mask, token_type_ids)
         if (self.config.unpad and attention_mask is not None and not output_attentions
                 and not attention_mask.bool().all()):
-            from .unpad import forward_unpadded  # the fast path, in its own module: same numbers at real positions
-            x = forward_unpadded(self, input_ids, attention_mask, token_type_ids)  # (B, T, C)
+            x = self.forward_unpadded(input_ids, attention_mask, token_type_ids)  # (B, T, C)
             return EncoderOutput(x, self.pool(x))
         x = self.embeddings(input_ids, token_type_ids)                # (B, T, C)
         mask = additive_mask(attention_mask, x) if attention_mask is not None else None  # (B, 1, 1, T), once
@@ -221,6 +231,22 @@ class BertModel(Pretrained, nn.Module):
             x, probs = layer(x, mask, output_attentions)              # (B, T, C)
             attentions.append(probs)
         return EncoderOutput(x, self.pool(x), tuple(attentions) if output_attentions else None)
+
+    def forward_unpadded(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         token_type_ids: torch.Tensor) -> torch.Tensor:
+        """The fast path behind `unpad=True`: the same layers on the N real tokens only (unpad.py);
+        (B, T) inputs -> (B, T, C) last hidden state, zeros at padding positions."""
+        real = RealTokens.from_mask(attention_mask)
+        rows, cols = real.rows, real.cols
+        x = self.embeddings(input_ids[rows, cols], token_type_ids[rows, cols], cols)  # (N, C)
+        mask = additive_mask(attention_mask[:, :real.T], x)                          # (B, 1, 1, T')
+        for layer in self.layers:
+            att = layer.attention
+            q, k, v = (real.to_grid(f(x)) for f in (att.query, att.key, att.value))  # (B, T', C) each
+            context, _ = att.attend(q, k, v, mask)                                   # (B, T', C)
+            a = att.output(real.from_grid(context))                                  # (N, C)
+            x = layer.add_and_feed_forward(x, a)                                     # (N, C)
+        return real.to_grid(x, input_ids.shape[1])                                   # (B, T, C)
 
     def pool(self, x: torch.Tensor) -> torch.Tensor | None:
         """tanh(Linear(h_[CLS])): (B, T, C) -> (B, C); None without a pooler."""
@@ -265,7 +291,7 @@ class MLMHead(nn.Module):
         return F.linear(h, word_embeddings, self.bias)     # (..., V) = h @ E^T + b
 
 
-class BertForMaskedLM(Pretrained, nn.Module):
+class BertForMaskedLM(BertPreTrainedModel):
     """BertModel without pooler, plus the MLM head tied to the word embeddings (HF's layout)."""
 
     hf_architecture = "BertForMaskedLM"
@@ -314,7 +340,7 @@ def _check_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
                          f"{int(labels.min())} to {int(labels.max())}")
 
 
-class BertForSequenceClassification(Pretrained, nn.Module):
+class BertForSequenceClassification(BertPreTrainedModel):
     """HF's classifier: pooler (tanh on [CLS]) -> dropout -> Linear(C, K)."""
 
     hf_architecture = "BertForSequenceClassification"
@@ -347,7 +373,7 @@ class BertForSequenceClassification(Pretrained, nn.Module):
         return SequenceClassifierOutput(loss, logits)
 
 
-class BertForClassification(Pretrained, nn.Module):
+class BertForClassification(BertPreTrainedModel):
     """The exercise's head (S6): [CLS] vector -> one Linear -> cross-entropy. No pooler used.
 
     For hidden 768 and 2 labels the head has 768 * 2 + 2 = 1538 parameters (S7). Saved in

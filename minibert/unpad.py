@@ -6,9 +6,11 @@ embeddings, and every Linear, LayerNorm, GELU and dropout runs on (N, C) instead
 only attention puts them back on a (B, T') grid, T' being the batch's longest row. On sentences
 padded to 128 tokens that is often a quarter of the work.
 
-It reuses the model's own modules, so the weights and the arithmetic are model.py's:
-real positions get the reference path's numbers and gradients (tests/test_unpad.py), and
-padding positions come back as zeros instead of the reference path's values there.
+This module holds the bookkeeping, `RealTokens`: where the real tokens sit and how they go
+to and from the grid. The path itself is `BertModel.forward_unpadded` in model.py: it reuses the
+model's own modules, so the weights and the arithmetic are the reference path's. Real positions
+get the reference path's numbers and gradients (tests/test_unpad.py), and padding positions
+come back as zeros instead of the reference path's values there.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
-from .model import additive_mask
 
 
 @dataclass
@@ -43,19 +43,3 @@ class RealTokens:
     def from_grid(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, C) -> (N, C)."""
         return x[self.rows, self.cols]
-
-
-def forward_unpadded(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     token_type_ids: torch.Tensor) -> torch.Tensor:
-    """BertModel's encoder on the real tokens only: (B, T) inputs -> (B, T, C) last hidden state."""
-    real = RealTokens.from_mask(attention_mask)
-    rows, cols = real.rows, real.cols
-    x = model.embeddings(input_ids[rows, cols], token_type_ids[rows, cols], cols)  # (N, C)
-    mask = additive_mask(attention_mask[:, :real.T], x)                           # (B, 1, 1, T')
-    for layer in model.layers:
-        att = layer.attention
-        q, k, v = (real.to_grid(f(x)) for f in (att.query, att.key, att.value))   # (B, T', C) each
-        context, _ = att.attend(q, k, v, mask)                                    # (B, T', C)
-        a = att.output(real.from_grid(context))                                   # (N, C)
-        x = layer.add_and_feed_forward(x, a)                                      # (N, C)
-    return real.to_grid(x, input_ids.shape[1])                                    # (B, T, C)

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from experiments import compare
-from minibert.baselines import BagOfWords
+from minibert.run.baselines import BagOfWords
 from experiments.harness import Budget, Encoder, FineTuned, FrozenFeatures, Task, pad, token_counts
 
 from conftest import assert_close, perturb_
 from data.prepare import fetch_minilm
 from minibert import BertConfig, BertModel, load_tokenizer
-from minibert.labelled import truncate
+from minibert.run.labelled import truncate
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import torch
 
 import finetune
 import train_mlm
-from minibert.training import LOCK_FILE, claim_run_folder, write_json
+from minibert.run.folders import LOCK_FILE, claim_run_folder, write_json
 
 from test_finetune import run as finetune_run
 
@@ -321,7 +321,7 @@ def test_an_interrupted_export_leaves_the_previous_best_whole(setup, tmp_path, m
     """The save of a new best/ fails half-way (config.json never written): best/ still holds the
     previous complete model, with no temporary file inside it."""
     from minibert import BertForSequenceClassification
-    from minibert.classification import export
+    from minibert.run.classification import export
 
     out = tmp_path / "cls"
     finetune_run(setup, out, "--epochs", "1")

@@ -9,10 +9,10 @@ import transformers
 
 import finetune
 from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel, load_tokenizer
-from minibert.exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
-from minibert.labelled import InputError, read_split
-from minibert.text import train_wordpiece
 from minibert.lora import LoRALinear, add_lora, merge_lora
+from minibert.run.exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
+from minibert.run.labelled import InputError, read_split
+from minibert.text import train_wordpiece
 
 from conftest import FILLER, assert_close, perturb_, tiny_config
 

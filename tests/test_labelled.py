@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from minibert.labelled import InputError, read_split
+from minibert.run.labelled import InputError, read_split
 
 
 @pytest.mark.parametrize("header", ["text\tlabel", "sentence\tlabel", "Sentence1\tLABEL"])

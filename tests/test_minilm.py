@@ -46,7 +46,7 @@ def test_minilm_hidden_states_match_transformers(minilm):
 def test_polysemy_with_minilm_separates_senses(minilm):
     """S28 with a real BERT: for "bank" and "apple", a pair in the same sense is more similar than
     every pair across senses; the static (input) embedding is identical across contexts (1.0)."""
-    from minibert.exercises import ENGLISH, ENGLISH_PAIRS, polysemy_table
+    from minibert.run.exercises import ENGLISH, ENGLISH_PAIRS, polysemy_table
 
     model, tok = BertModel.from_pretrained(minilm), load_tokenizer(minilm)
     rows = polysemy_table("MiniLM", model, tok, ENGLISH, ENGLISH_PAIRS)

@@ -11,9 +11,9 @@ import shutil
 import torch
 import torch.nn.functional as F
 
+from ..lora import add_lora, merge_lora
+from ..model import BertForClassification, BertForSequenceClassification, BertModel
 from .labelled import batches, scores
-from .lora import add_lora, merge_lora
-from .model import BertForClassification, BertForSequenceClassification, BertModel
 
 METHODS = ("full", "frozen", "lora")
 HEADS = {"pooler": BertForSequenceClassification, "cls": BertForClassification}

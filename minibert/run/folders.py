@@ -1,96 +1,22 @@
-"""What every training script needs, written once: the device and its number formats, AdamW
-with one weight-decay rule, the learning-rate schedule, the seeded data order, and checkpoint
-folders that are never seen half-written.
+"""Run folders: what a run may write where, a lock against a second process, checkpoints of a
+run that are never seen half-written, and JSON files written atomically.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import shutil
-import sys
 
 import torch
+
+from . import die
 
 try:
     import fcntl  # POSIX: an advisory lock that the kernel releases when the process dies
 except ImportError:  # Windows: run folders are claimed without a lock
     fcntl = None
-
-
-def die(msg: str):
-    """Stop a script with one line on standard error: what is wrong and what to do."""
-    sys.exit(f"error: {msg}")
-
-
-# ---- device and number formats --------------------------------------------------------------
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    """auto: a CUDA GPU, else Apple's MPS, else the CPU. A device that is asked for but absent
-    stops the script with one line."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        die("--device cuda, but torch sees no CUDA GPU")
-    if name == "mps" and not torch.backends.mps.is_available():
-        die("--device mps, but this torch has no MPS backend")
-    return torch.device(name)
-
-
-def use_tf32(device: torch.device, enabled: bool) -> None:
-    """On a CUDA GPU, fp32 matrix products on the tensor cores in TF32 (10-bit mantissa); no
-    effect elsewhere."""
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
-
-
-def autocast_dtype(name: str, device: torch.device) -> torch.dtype | None:
-    """auto: bf16 on a GPU that has it, else fp32 (None: no autocast)."""
-    if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
-    if name == "fp16" and device.type == "cpu":
-        die("--dtype fp16 autocast is for GPUs; on a CPU use bf16 (fast where it has bf16 matrix "
-            "units, e.g. AMX) or fp32")
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    return contextlib.nullcontext() if dtype is None else torch.autocast(device_type=device.type, dtype=dtype)
-
-
-# ---- optimisation ---------------------------------------------------------------------------
-
-
-def adamw(params, lr: float, weight_decay: float, fused: bool = True,
-          betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> torch.optim.AdamW:
-    """AdamW over the parameters that require a gradient, with one decay rule: matrices and
-    embeddings (dim >= 2, LoRA's A and B included) decay; biases and LayerNorm never do.
-    fused=True: PyTorch's fused kernel (the same update as the multi-tensor `foreach` one)."""
-    trainable = [p for p in params if p.requires_grad]
-    groups = [{"params": [p for p in trainable if p.dim() >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0}]
-    kernel = {"fused": True} if fused else {"foreach": True}
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **kernel)
-
-
-def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
-    """Multiplier of the peak rate at optimizer step `step` (0-based): linear warm-up from 1/warmup
-    to 1 over `warmup` steps, then linear or cosine decay to 0 at `total`."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    if schedule == "linear":
-        return max(0.0, 1.0 - progress)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    """The seeded order of n examples in one epoch: (n,) indices, the same on every machine."""
-    return torch.randperm(n, generator=torch.Generator().manual_seed(1000 * seed + epoch))
-
 
 # ---- run folders ----------------------------------------------------------------------------
 
@@ -199,10 +125,6 @@ def read_json(path: str):
             return json.load(f)
     except (OSError, ValueError):
         return None
-
-
-def weights_are_finite(model) -> bool:
-    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 # ---- checkpoint folders ---------------------------------------------------------------------

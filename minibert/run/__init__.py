@@ -1,0 +1,20 @@
+"""Run machinery: what the scripts need around the reference model, and nothing a reader of the
+model needs. The reference modules (`minibert/*.py`) hold no command-line code; everything here may
+stop a script with `die`.
+
+- training: the device and number formats, AdamW with one weight-decay rule, the learning-rate
+  schedule, the seeded data order, and the fine-tuning optimizer step;
+- folders: run folders (what is a run, a lock against a second process), the checkpoints of a
+  run, JSON files written atomically;
+- labelled: labelled files (.tsv, .csv, .jsonl), their encoding, batching and scores;
+- classification: a classifier built from a checkpoint, what trains, evaluation and export;
+- baselines: the majority class and bag-of-words logistic regression;
+- exercises: the exercises' helpers (S17, S18, S28) and their sentence sets.
+"""
+
+import sys
+
+
+def die(msg: str):
+    """Stop a script with one line on standard error: what is wrong and what to do."""
+    sys.exit(f"error: {msg}")
