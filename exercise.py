@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import torch
 
-from data.prepare import fetch_minilm, prepare
+from data.prepare import fetch_minilm, labelled_folder
 from minibert import BertForClassification, BertModel, load_tokenizer, random_mask_tokens
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
+from minibert.run.labelled import pad_batch, read_split, split_files, token_ids
 
 
 def exercise_1(minilm: str) -> None:
     torch.manual_seed(0)
     model = BertForClassification(BertModel.from_pretrained(minilm), num_labels=2).eval()
     tok = load_tokenizer(minilm)
-    tok.enable_padding(pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
-    with open(f"{prepare('en')}/labelled/valid.tsv", encoding="utf-8") as f:
-        rows = [line.rstrip("\n").rsplit("\t", 1) for _, line in zip(range(8), f)]
-    enc = tok.encode_batch([text for text, _ in rows])
-    input_ids = torch.tensor([e.ids for e in enc])              # (8, T)
-    attention_mask = torch.tensor([e.attention_mask for e in enc])
+    rows = read_split(split_files(labelled_folder("en"))["valid"])[:8]
+    input_ids, attention_mask = pad_batch(token_ids(tok, [text for text, _ in rows]),
+                                          tok.token_to_id("[PAD]"))  # (8, T) each
     labels = torch.tensor([int(y) for _, y in rows])
     with torch.no_grad():
         loss, logits = model(input_ids, attention_mask, labels)

@@ -25,18 +25,21 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from data.prepare import DataError, labelled_folder
-from minibert import BertForClassification, BertForSequenceClassification, CheckpointError, load_tokenizer
+from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
+from minibert.lora import DEFAULT_TARGETS
+from minibert.model import load_model
 from minibert.run import die
-from minibert.run.baselines import BagOfWords
+from minibert.run.baselines import BagOfWords, majority_class
 from minibert.run.classification import HEADS, build_classifier, evaluate, export, logits_of, set_trainable
-from minibert.run.folders import check_run_folder, claim_run_folder, read_json, resolve_checkpoint, write_json
-from minibert.run.labelled import InputError, batches, encode, read_split, scores, split_files
-from minibert.run.training import adamw, epoch_order, lr_factor, pick_device, use_tf32
+from minibert.run.folders import check_run_folder, claim_run_folder, resolve_checkpoint, write_json
+from minibert.run.labelled import InputError, batches, encode, read_split, scores, split_files, token_ids
+from minibert.run.training import epoch_order, finetuning_optimizer, pick_device, update, use_tf32
 
 DEFAULT_LR = {"full": 3e-4, "frozen": 1e-3, "lora": 1e-3}
 
@@ -50,29 +53,42 @@ def checked_max_length(max_length: int | None, config) -> int:
     return max_length
 
 
-# ---- commands -------------------------------------------------------------------------------
+# ---- fine-tuning, step by step -------------------------------------------------------------
 
 
-def train(args):
-    torch.manual_seed(args.seed)
-    args.checkpoint = resolve_checkpoint(args.checkpoint)
-    device = pick_device(args.device)
-    use_tf32(device, args.tf32)
-    inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")
-    check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # before any data is loaded
+@dataclass
+class Labelled:
+    """The labelled splits as read (every row checked up front) and as the model reads them."""
+
+    files: dict[str, str]                  # split -> file
+    rows: dict[str, list[tuple[str, str]]]  # split -> (text, label) rows
+    labels: list[str]                      # the training split's labels, sorted: label id = index
+    encoded: dict[str, dict] = field(default_factory=dict)  # split -> {"ids", "labels"} (labelled.encode)
+
+    def texts(self, split: str) -> list[str]:
+        return [t for t, _ in self.rows[split]]
+
+
+def read_labelled(args) -> tuple[Labelled, object]:
+    """The splits of --data and the tokenizer of --checkpoint, or one line saying what is wrong."""
     try:
         files = split_files(labelled_folder(args.data))
-        rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}  # all checked up front
+        rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}
         tokenizer = load_tokenizer(args.checkpoint)
     except (InputError, DataError, CheckpointError, FileNotFoundError) as e:
         die(str(e))
-    train_rows = rows["train"]
-    labels = sorted({y for _, y in train_rows})
+    labels = sorted({y for _, y in rows["train"]})
     if len(labels) < 2:
         die(f"{files['train']} has a single label {labels}; classification needs at least two")
-    label_ids = {y: i for i, y in enumerate(labels)}
+    return Labelled(files, rows, labels), tokenizer
+
+
+def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
+    """The classifier on --checkpoint's encoder, the tokenizer checked against it, and the
+    splits encoded (--max-length checked against the model). Returns (model, pad id)."""
     try:
-        model = build_classifier(args.checkpoint, args.head, len(labels), dict(enumerate(labels)), args.dropout)
+        model = build_classifier(args.checkpoint, args.head, len(data.labels), dict(enumerate(data.labels)),
+                                 args.dropout)
     except (CheckpointError, FileNotFoundError, ValueError) as e:
         die(f"cannot load --checkpoint {args.checkpoint}: {e}")
     config = model.bert.config
@@ -80,71 +96,73 @@ def train(args):
     if vocab > config.vocab_size or pad_id not in (None, config.pad_token_id):
         die(f"the tokenizer in {args.checkpoint} ({vocab} tokens, [PAD] = {pad_id}) does not belong to its model "
             f"({config.vocab_size} tokens, pad_token_id {config.pad_token_id})")
-    pad_id = config.pad_token_id if pad_id is None else pad_id
     args.max_length = checked_max_length(args.max_length, config)
+    label_ids = {y: i for i, y in enumerate(data.labels)}
     try:
-        train_data, valid_data, test_data = (encode(tokenizer, rows[s], label_ids, args.max_length, files[s])
-                                             for s in ("train", "valid", "test"))
+        data.encoded = {s: encode(tokenizer, data.rows[s], label_ids, args.max_length, data.files[s])
+                        for s in ("train", "valid", "test")}
     except InputError as e:
         die(str(e))
-    lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)
-    method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
-    lr = args.lr if args.lr is not None else DEFAULT_LR[method]
-    wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")))
-    optimizer = adamw(model.parameters(), lr, args.weight_decay, args.fused_adamw)
-    n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    model.to(device)
-    n_total = sum(p.numel() for p in model.parameters())
-    steps_per_epoch = math.ceil(len(train_data["labels"]) / args.batch_size)
-    total_steps = min(args.max_steps or math.inf, steps_per_epoch * args.epochs)
-    warmup_steps = max(1, int(0.1 * total_steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, warmup_steps))
-    metrics_path = os.path.join(args.out, "metrics.jsonl")
-    print(f"fine-tuning ({method}{f', LoRA rank {args.lora_rank} on {len(wrapped)} modules' if args.lora_rank else ''}, "
-          f"{args.head} head) {args.checkpoint}: {n_trainable:,} of {n_total:,} parameters trainable; "
-          f"{len(train_data['labels']):,} training / {len(valid_data['labels']):,} validation examples, "
-          f"{len(labels)} labels; lr {lr}")
+    return model, config.pad_token_id if pad_id is None else pad_id
 
+
+@dataclass
+class Plan:
+    """What trains and how: the method, its learning rate, the modules LoRA wrapped, the counts."""
+
+    method: str
+    lr: float
+    lora_modules: list[str]
+    trainable_params: int
+    total_params: int
+
+    def describe(self, args) -> str:
+        lora = f", LoRA rank {args.lora_rank} on {len(self.lora_modules)} modules" if args.lora_rank else ""
+        return (f"fine-tuning ({self.method}{lora}, {args.head} head) {args.checkpoint}: {self.trainable_params:,} "
+                f"of {self.total_params:,} parameters trainable")
+
+
+def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device) -> int:
+    """Epochs of AdamW updates (fine-tuning's schedule); after each, validation, one line in
+    metrics.jsonl, and best/ exported when the accuracy improved; stop early after --patience
+    epochs without. Returns the best epoch."""
+    train, n_labels, n_trainable = data.encoded["train"], len(data.labels), plan.trainable_params
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    steps_per_epoch = math.ceil(len(train["labels"]) / args.batch_size)
+    total_steps = min(args.max_steps or math.inf, steps_per_epoch * args.epochs)
+    optimizer, scheduler = finetuning_optimizer(model.parameters(), plan.lr, total_steps, args.weight_decay,
+                                                args.fused_adamw)
+    print(f"{plan.describe(args)}; {len(train['labels']):,} training / {len(data.encoded['valid']['labels']):,} "
+          f"validation examples, {n_labels} labels; lr {plan.lr}")
     from tqdm import tqdm
-    best, best_epoch, step, stale = -1.0, 0, 0, 0
-    best_path = os.path.join(args.out, "best")
-    t0 = time.time()
+    best, best_epoch, step, stale, t0 = -1.0, 0, 0, 0, time.time()
     for epoch in range(1, args.epochs + 1):
         model.train()
-        order = epoch_order(len(train_data["labels"]), args.seed, epoch)
+        order = epoch_order(len(train["labels"]), args.seed, epoch)
         total_loss, seen = 0.0, 0
-        bar = tqdm(batches(train_data, args.batch_size, pad_id, order), total=min(steps_per_epoch, total_steps - step),
+        bar = tqdm(batches(train, args.batch_size, pad_id, order), total=min(steps_per_epoch, total_steps - step),
                    desc=f"epoch {epoch}", disable=args.no_progress, dynamic_ncols=True)
         for batch, y in bar:
             if step >= total_steps:
                 break
-            logits = logits_of(model, {k: v.to(device) for k, v in batch.items()})
-            loss = F.cross_entropy(logits, y.to(device))
+            loss = F.cross_entropy(logits_of(model, {k: v.to(device) for k, v in batch.items()}), y.to(device))
             if not torch.isfinite(loss):
                 die(f"the loss became {loss.item()} at step {step + 1}; try a lower --lr")
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
+            update(loss, trainable, optimizer, scheduler)
             step += 1
-            total_loss += loss.item() * len(y)
-            seen += len(y)
+            total_loss, seen = total_loss + loss.item() * len(y), seen + len(y)
             bar.set_postfix(loss=f"{total_loss / seen:.4f}")
         bar.close()
-        v = evaluate(model, valid_data, args.batch_size * 2, pad_id, device, len(labels))
+        v = evaluate(model, data.encoded["valid"], args.batch_size * 2, pad_id, device, n_labels)
         record = {"epoch": epoch, "step": step, "train_loss": total_loss / max(1, seen), "valid_loss": v["loss"],
                   "valid_acc": v["acc"], "valid_macro_f1": v["macro_f1"], "lr": scheduler.get_last_lr()[0],
-                  "trainable_params": n_trainable, "total_params": n_total, "elapsed_s": time.time() - t0}
-        try:
-            with open(metrics_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-        except OSError as e:
-            die(f"cannot append to {metrics_path} ({e.strerror}); free some space or choose another --out")
+                  "trainable_params": n_trainable, "total_params": plan.total_params, "elapsed_s": time.time() - t0}
+        append_metrics(os.path.join(args.out, "metrics.jsonl"), record)
         print(f"epoch {epoch}: train loss {record['train_loss']:.4f}, validation loss {v['loss']:.4f}, accuracy "
               f"{v['acc']:.4f}, macro-F1 {v['macro_f1']:.4f}, lr {record['lr']:.2e}, trainable {n_trainable:,}")
         if v["acc"] > best:
             best, best_epoch, stale = v["acc"], epoch, 0
+            best_path = os.path.join(args.out, "best")
             try:
                 export(model, best_path, tokenizer)
             except OSError as e:
@@ -156,35 +174,74 @@ def train(args):
                 break
         if step >= total_steps:
             break
+    return best_epoch
 
-    # the plan is fixed: score the test split once, with the best checkpoint
+
+def append_metrics(path: str, record: dict) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+    except OSError as e:
+        die(f"cannot append to {path} ({e.strerror}); free some space or choose another --out")
+
+
+def score(args, data: Labelled, pad_id: int, device, plan: Plan, best_epoch: int, t0: float) -> dict:
+    """The best checkpoint scored once on validation and test, beside the majority class and
+    bag-of-words (its penalty picked on validation), on the same splits."""
+    best_path, n_labels = os.path.join(args.out, "best"), len(data.labels)
     final = HEADS[args.head].from_pretrained(best_path).to(device)
-    valid = evaluate(final, valid_data, args.batch_size * 2, pad_id, device, len(labels))
-    test = evaluate(final, test_data, args.batch_size * 2, pad_id, device, len(labels))
+    valid = evaluate(final, data.encoded["valid"], args.batch_size * 2, pad_id, device, n_labels)
+    test = evaluate(final, data.encoded["test"], args.batch_size * 2, pad_id, device, n_labels)
     train_s = time.time() - t0
-    majority = int(torch.bincount(train_data["labels"]).argmax())
-    texts = {split: [t for t, _ in rows[split]] for split in ("train", "valid", "test")}
-    bow, l2, bow_valid = BagOfWords.tuned((texts["train"], train_data["labels"]), (texts["valid"], valid_data["labels"]),
-                                          len(labels))
-    bow_test = scores(bow.predict(texts["test"]), test_data["labels"], len(labels))
-    summary = {"method": method, "head": args.head, "checkpoint": args.checkpoint, "best_epoch": best_epoch,
-               "valid_acc": valid["acc"], "valid_macro_f1": valid["macro_f1"], "test_acc": test["acc"],
-               "test_macro_f1": test["macro_f1"], "majority_label": labels[majority],
-               "majority_valid_acc": (valid_data["labels"] == majority).float().mean().item(),
-               "majority_test_acc": (test_data["labels"] == majority).float().mean().item(),
-               "bow_l2": l2, "bow_valid_acc": bow_valid, "bow_test_acc": bow_test["acc"],
-               "bow_test_macro_f1": bow_test["macro_f1"],
-               "trainable_params": n_trainable, "total_params": n_total, "train_s": train_s,
-               "model": best_path}
+    y = {s: data.encoded[s]["labels"] for s in ("train", "valid", "test")}
+    majority = majority_class(y["train"], n_labels)
+    bow = BagOfWords.tuned((data.texts("train"), y["train"]), (data.texts("valid"), y["valid"]), n_labels)
+    bow_test = scores(bow.model.predict(data.texts("test")), y["test"], n_labels)
+    return {"method": plan.method, "head": args.head, "checkpoint": args.checkpoint, "best_epoch": best_epoch,
+            "valid_acc": valid["acc"], "valid_macro_f1": valid["macro_f1"], "test_acc": test["acc"],
+            "test_macro_f1": test["macro_f1"], "majority_label": data.labels[majority],
+            "majority_valid_acc": (y["valid"] == majority).float().mean().item(),
+            "majority_test_acc": (y["test"] == majority).float().mean().item(),
+            "bow_l2": bow.l2, "bow_valid_acc": bow.valid_acc, "bow_test_acc": bow_test["acc"],
+            "bow_test_macro_f1": bow_test["macro_f1"], "trainable_params": plan.trainable_params,
+            "total_params": plan.total_params, "train_s": train_s, "model": best_path}
+
+
+def report(summary: dict) -> None:
+    s = summary
+    print(f"best epoch {s['best_epoch']}, saved to {s['model']}")
+    print(f"validation accuracy {s['valid_acc']:.4f} (macro-F1 {s['valid_macro_f1']:.4f}); test accuracy "
+          f"{s['test_acc']:.4f} (macro-F1 {s['test_macro_f1']:.4f})")
+    print(f"baselines on the same splits: majority class {s['majority_label']!r}: validation "
+          f"{s['majority_valid_acc']:.4f}, test {s['majority_test_acc']:.4f}; bag-of-words (L2 {s['bow_l2']:g}, "
+          f"picked on validation): validation {s['bow_valid_acc']:.4f}, test {s['bow_test_acc']:.4f} "
+          f"(macro-F1 {s['bow_test_macro_f1']:.4f})")
+
+
+def train(args):
+    """Checks first (the run folder, the data, the checkpoint), then --out is claimed; fit, then
+    the test split is scored once with the best checkpoint, beside the baselines."""
+    torch.manual_seed(args.seed)
+    args.checkpoint = resolve_checkpoint(args.checkpoint)
+    device = pick_device(args.device)
+    use_tf32(device, args.tf32)
+    inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")
+    check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # before any data is loaded
+    data, tokenizer = read_labelled(args)
+    model, pad_id = build_model(args, data, tokenizer)
+    lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)
+    method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
+    wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")))
+    model.to(device)
+    params = list(model.parameters())
+    plan = Plan(method, args.lr if args.lr is not None else DEFAULT_LR[method], wrapped,
+                sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params))
+    t0 = time.time()
+    best_epoch = fit(args, model, data, tokenizer, pad_id, plan, device)
+    summary = score(args, data, pad_id, device, plan, best_epoch, t0)
     write_json(os.path.join(args.out, "summary.json"), summary)
     lock.close()
-    print(f"best epoch {best_epoch}, saved to {best_path}")
-    print(f"validation accuracy {valid['acc']:.4f} (macro-F1 {valid['macro_f1']:.4f}); test accuracy "
-          f"{test['acc']:.4f} (macro-F1 {test['macro_f1']:.4f})")
-    print(f"baselines on the same splits: majority class {labels[majority]!r}: validation "
-          f"{summary['majority_valid_acc']:.4f}, test {summary['majority_test_acc']:.4f}; bag-of-words (L2 {l2:g}, "
-          f"picked on validation): validation {bow_valid:.4f}, test {bow_test['acc']:.4f} "
-          f"(macro-F1 {bow_test['macro_f1']:.4f})")
+    report(summary)
     return summary
 
 
@@ -203,17 +260,15 @@ def predict(args):
     if not texts:
         die("no text to label (one sentence per line, from --file or standard input)")
     try:
-        saved = read_json(os.path.join(args.model, "config.json"))
-        arch = ((saved.get("architectures") if isinstance(saved, dict) else None) or ["BertForSequenceClassification"])[0]
-        cls = BertForClassification if arch == "BertForClassification" else BertForSequenceClassification
-        model = cls.from_pretrained(args.model).eval()
+        model = load_model(args.model, default=BertForSequenceClassification).eval()
         tokenizer = load_tokenizer(args.model)
     except (CheckpointError, FileNotFoundError, ValueError) as e:
         die(f"cannot load --model {args.model}: {e}")
+    if not isinstance(model, tuple(HEADS.values())):
+        die(f"--model {args.model} holds a {type(model).__name__}, not a classifier; give the best/ folder "
+            "of a `finetune.py train` run")
     args.max_length = checked_max_length(args.max_length, model.config)
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(args.max_length)
-    data = {"ids": [e.ids for e in tokenizer.encode_batch(texts)], "labels": torch.zeros(len(texts), dtype=torch.long)}
+    data = {"ids": token_ids(tokenizer, texts, args.max_length), "labels": torch.zeros(len(texts), dtype=torch.long)}
     id2label = model.config.id2label
     i = 0
     for batch, _ in batches(data, 64, tokenizer.token_to_id("[PAD]") or 0):
@@ -240,10 +295,11 @@ def parse_args(argv=None):
                    help="pooler: HF's BertForSequenceClassification (default); cls: the exercise's [CLS] + Linear")
     t.add_argument("--freeze-encoder", action="store_true", help="train the classification head only (S17)")
     t.add_argument("--lora-rank", type=int, default=0, help="LoRA adapters of this rank (0 = off)")
-    t.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha (default: 2 x rank)")
-    t.add_argument("--lora-modules", default="attention.query,attention.value",
+    t.add_argument("--lora-alpha", type=float, default=None,
+                   help="LoRA alpha: the update is scaled by alpha / rank (default: the rank, a scaling of 1)")
+    t.add_argument("--lora-modules", default=",".join(DEFAULT_TARGETS),
                    help="comma-separated name endings of the Linear layers that get adapters "
-                        "(default: attention.query,attention.value)")
+                        f"(default: {','.join(DEFAULT_TARGETS)})")
     t.add_argument("--epochs", type=int, default=3, help="epochs at most (default: 3)")
     t.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0 = no limit)")
     t.add_argument("--patience", type=int, default=1, help="epochs without a better validation accuracy "
@@ -251,7 +307,8 @@ def parse_args(argv=None):
     t.add_argument("--batch-size", type=int, default=32, help="examples per step (default: 32)")
     t.add_argument("--lr", type=float, default=None,
                    help=f"peak learning rate (default: {DEFAULT_LR['full']} full, {DEFAULT_LR['frozen']} frozen, "
-                        f"{DEFAULT_LR['lora']} LoRA); linear warm-up over 10%% of the steps, then linear decay")
+                        f"{DEFAULT_LR['lora']} LoRA); linear warm-up over 10%% of the steps, then linear decay; "
+                        "AdamW betas (0.9, 0.999), eps 1e-8")
     t.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay on matrices (default: 0.01)")
     t.add_argument("--fused-adamw", action=argparse.BooleanOptionalAction, default=True,
                    help="PyTorch's fused AdamW kernel; --no-fused-adamw: the foreach one (default: fused)")
@@ -275,8 +332,6 @@ def parse_args(argv=None):
     if args.command == "train":
         if args.lora_rank and args.freeze_encoder:
             p.error("--lora-rank and --freeze-encoder are two different methods; pick one")
-        if args.lora_alpha is None:
-            args.lora_alpha = 2.0 * args.lora_rank
         for name in ("epochs", "batch_size", "patience"):
             if getattr(args, name) < 1:
                 p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -286,7 +341,8 @@ def parse_args(argv=None):
             p.error("--lora-rank must be 0 (off) or more")
         for name, ok, limit in (("lr", args.lr is None or args.lr > 0, "a positive number"),
                                 ("weight_decay", args.weight_decay >= 0, "0 or more"),
-                                ("dropout", 0 <= args.dropout < 1, "in [0, 1)")):
+                                ("dropout", 0 <= args.dropout < 1, "in [0, 1)"),
+                                ("lora_alpha", args.lora_alpha is None or args.lora_alpha > 0, "a positive number")):
             value = getattr(args, name)
             if not ok or (value is not None and not math.isfinite(value)):
                 p.error(f"--{name.replace('_', '-')} must be {limit}, got {value}")

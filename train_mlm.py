@@ -23,7 +23,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
@@ -66,7 +66,8 @@ def parse_args(argv=None):
     o.add_argument("--max-steps", type=int, default=2200, help="optimizer steps (default: 2200)")
     o.add_argument("--batch-size", type=int, default=16, help="blocks per process per micro-step (default: 16)")
     o.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (default: 1)")
-    o.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: 1e-3)")
+    o.add_argument("--lr", type=float, default=1e-3,
+                   help="peak learning rate (default: 1e-3); AdamW with BERT's betas (0.9, 0.98) and eps 1e-6")
     o.add_argument("--warmup", type=float, default=0.06, help="warm-up, fraction of --max-steps (default: 0.06)")
     o.add_argument("--schedule", choices=["linear", "cosine"], default="linear",
                    help="decay after warm-up, to 0 at --max-steps (default: linear)")
@@ -190,8 +191,8 @@ def mask_valid(blocks: Blocks, vocab: MaskingVocab, batch_size: int, mask_prob: 
             for i in range(0, len(blocks), batch_size)]
 
 
-def unigram_baseline(train: Blocks, valid: list[dict], vocab: MaskingVocab) -> tuple[str, float]:
-    """Accuracy of always predicting the most frequent ordinary training token."""
+def unigram_baseline(train: Blocks, valid: list[dict], vocab: MaskingVocab) -> tuple[int, float]:
+    """(id, accuracy) of the most frequent ordinary training token, always predicted."""
     ids = train.input_ids[train.attention_mask.bool()]
     counts = torch.bincount(ids, minlength=max(vocab.special_ids) + 1)
     counts[list(vocab.special_ids)] = 0
@@ -258,8 +259,57 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
     return None, None, None
 
 
-def main(argv=None):
-    args = parse_args(argv)
+# ---- the run, step by step ------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """One pretraining run: what set_up() and build_or_resume() make, handed to every step."""
+
+    args: argparse.Namespace
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    rank: int
+    world: int
+    corpus: str                        # the corpus's name (text files: a digest of their bytes)
+    config: BertConfig
+    tokenizer: object                  # tokenizers.Tokenizer
+    vocab: MaskingVocab
+    train_blocks: Blocks
+    valid_blocks: Blocks
+    lock: object | None                # the open lock file of --out (main process only)
+    model: BertForMaskedLM | None = None
+    ddp_model: torch.nn.parallel.DistributedDataParallel | None = None
+    train_model: torch.nn.Module | None = None  # the model as trained: DDP-wrapped and/or compiled
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: torch.optim.lr_scheduler.LambdaLR | None = None
+    scaler: torch.amp.GradScaler | None = None
+    masker: torch.Generator | None = None  # draws the masking, on the device the model trains on
+    start: int = 0                     # the first step this process runs
+    checkpoint: str | None = None      # the last good checkpoint: resumed from, then each one written
+    progress: object | None = None     # the tqdm bar of the main process
+
+    @property
+    def ddp(self) -> bool:
+        return self.world > 1
+
+    @property
+    def main_process(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def global_size(self) -> int:
+        return self.args.batch_size * self.args.grad_accum * self.world
+
+    @property
+    def metrics_path(self) -> str:
+        return os.path.join(self.args.out, "metrics.jsonl")
+
+
+def set_up(args) -> Run:
+    """Processes, device and number formats; every check of the flags and of --out; then the
+    data (rank 0 prepares and caches it, the other processes wait and read the cache); and
+    only then --out is claimed."""
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
     device = pick_device(args.device)
     if ddp:
@@ -268,18 +318,15 @@ def main(argv=None):
             torch.cuda.set_device(device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
-    main_process = rank == 0
     amp_dtype = autocast_dtype(args.dtype, device)
     use_tf32(device, args.tf32)
     config = model_config(args, args.vocab_size)  # checks sizes and --seq-len before anything is written
     name, files = corpus_name(args.corpus)
     root = args.data_root or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cache")
     inputs = (root, *(files or ()))  # what --overwrite must never delete
-    if main_process:
+    if rank == 0:
         check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
-
-    # data: rank 0 prepares and caches, the others wait and read the cache
-    if ddp and not main_process:
+    if ddp and rank != 0:
         dist.barrier()  # wait until rank 0 has filled the caches
     try:
         folder = prepare(name, files, root)
@@ -288,207 +335,278 @@ def main(argv=None):
         valid_blocks = corpus_blocks(folder, tokenizer, "valid", args.seq_len)
     except (DataError, ValueError) as e:
         die(str(e))
-    if ddp and main_process:
+    if ddp and rank == 0:
         dist.barrier()
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
-    vocab = MaskingVocab.from_tokenizer(tokenizer)
     global_size = args.batch_size * args.grad_accum * world
     if len(train_blocks) < global_size:
         die(f"the training split has {len(train_blocks)} blocks of {args.seq_len} tokens, fewer than one global "
             f"batch ({global_size}); give more text or lower --batch-size")
-    lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs) if main_process else None
+    lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs) if rank == 0 else None
+    return Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
+               train_blocks, valid_blocks, lock)
 
-    # model, optimizer, and (with --resume) the newest checkpoint that loads whole
-    start, resumed_from, state = 0, None, None
+
+def build_or_resume(run: Run) -> None:
+    """The model, AdamW and its schedule, the masking generator and the loss scaler: new, or
+    (with --resume) from the newest checkpoint in --out that loads whole."""
+    args, device = run.args, run.device
+    state = None
     if args.resume:
-        resumed_from, model, state = resumable_checkpoint(args, config, tokenizer, global_size, name)
-    if resumed_from is None:
+        run.checkpoint, run.model, state = resumable_checkpoint(args, run.config, run.tokenizer, run.global_size,
+                                                                run.corpus)
+    if run.checkpoint is None:
         torch.manual_seed(args.seed)
-        model = BertForMaskedLM(config)
-    model.to(device)
-    optimizer = adamw(model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=(0.9, 0.98), eps=1e-6)
+        run.model = BertForMaskedLM(run.config)
+    run.model.to(device)
+    # BERT's pretraining AdamW: betas (0.9, 0.98), eps 1e-6 (fine-tuning keeps PyTorch's 0.999 and 1e-8)
+    run.optimizer = adamw(run.model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=(0.9, 0.98),
+                          eps=1e-6)
     warmup_steps = max(1, int(args.warmup * args.max_steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, args.max_steps, warmup_steps, args.schedule))
-    masker = torch.Generator(device=device).manual_seed(args.seed)  # masks on the device the model trains on
+    run.scheduler = torch.optim.lr_scheduler.LambdaLR(
+        run.optimizer, lambda step: lr_factor(step, args.max_steps, warmup_steps, args.schedule))
+    run.masker = torch.Generator(device=device).manual_seed(args.seed)
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        masker.set_state(state["masker_rng"])
-        start = state["step"]
-        saved = state["args"]
-        if any(saved.get(k) != getattr(args, k) for k in ("lr", "max_steps", "warmup", "schedule", "weight_decay")):
-            scheduler.base_lrs = [args.lr] * len(optimizer.param_groups)  # the changed flags take effect now
-            for group in optimizer.param_groups:
-                group["initial_lr"] = args.lr
-                group["lr"] = args.lr * lr_factor(start, args.max_steps, warmup_steps, args.schedule)
-            optimizer.param_groups[0]["weight_decay"] = args.weight_decay  # the matrices' group
-        if rank == 0:  # the RNG states saved are rank 0's; other ranks reseed (dropout only)
-            torch.set_rng_state(state["torch_rng"])
-            if device.type == "cuda" and state["cuda_rng"] is not None:
-                torch.cuda.set_rng_state(state["cuda_rng"], device)
-        else:
-            torch.manual_seed(args.seed + 1000 * rank + start)
-    elif rank:
-        torch.manual_seed(args.seed + 1000 * rank)  # dropout differs per process
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    ddp_model = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None) if ddp else None
-    train_model = ddp_model or model
+        restore_training_state(run, state, warmup_steps)
+    elif run.rank:
+        torch.manual_seed(args.seed + 1000 * run.rank)  # dropout differs per process
+    run.scaler = torch.amp.GradScaler(device.type, enabled=run.amp_dtype == torch.float16)
+    if run.ddp:
+        run.ddp_model = torch.nn.parallel.DistributedDataParallel(
+            run.model, device_ids=[device.index] if device.type == "cuda" else None)
+    run.train_model = run.ddp_model or run.model
     if args.compile:
-        # one static graph per step (see the loop); CUDA graphs replay it without launch overhead
-        train_model = torch.compile(train_model, fullgraph=not ddp, dynamic=False,
-                                    mode="reduce-overhead" if device.type == "cuda" else None)
-    slots = max_predictions(args.seq_len, args.mask_prob)
+        # one static graph per step (see train_step); CUDA graphs replay it without launch overhead
+        run.train_model = torch.compile(run.train_model, fullgraph=not run.ddp, dynamic=False,
+                                        mode="reduce-overhead" if device.type == "cuda" else None)
 
-    valid = mask_valid(valid_blocks, vocab, args.batch_size, args.mask_prob)
-    top_token, baseline_acc = unigram_baseline(train_blocks, valid, vocab)
-    metrics_path = os.path.join(args.out, "metrics.jsonl")
-    if main_process:
-        os.makedirs(args.out, exist_ok=True)
-        if resumed_from:
-            truncate_metrics(metrics_path, start)
-        else:
-            open(metrics_path, "w").close()
-        n_params = sum(p.numel() for p in model.parameters())
-        print(f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, {config.num_attention_heads} "
-              f"heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; {len(train_blocks):,} training "
-              f"blocks of {args.seq_len} tokens; global batch {global_size}; device {device}"
-              + (f" x{world}" if ddp else "") + (f"; resumed at step {start} from {resumed_from}" if resumed_from else ""))
 
-    def stop(reason: str, advice: str = "try a lower --lr, or --dtype fp32"):
-        if progress:
-            progress.close()
-        where = f"the last good checkpoint is {path}" if path else "no checkpoint was written"
-        die(f"{reason}; stopping ({where}). {advice[:1].upper()}{advice[1:]}.")
+def restore_training_state(run: Run, state: dict, warmup_steps: int) -> None:
+    """Optimizer, schedule and generators as the checkpoint left them; a changed --lr, --max-steps,
+    --warmup, --schedule or --weight-decay takes effect from the resumed step on."""
+    args = run.args
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    run.masker.set_state(state["masker_rng"])
+    run.start = state["step"]
+    saved = state["args"]
+    if any(saved.get(k) != getattr(args, k) for k in ("lr", "max_steps", "warmup", "schedule", "weight_decay")):
+        run.scheduler.base_lrs = [args.lr] * len(run.optimizer.param_groups)
+        for group in run.optimizer.param_groups:
+            group["initial_lr"] = args.lr
+            group["lr"] = args.lr * lr_factor(run.start, args.max_steps, warmup_steps, args.schedule)
+        run.optimizer.param_groups[0]["weight_decay"] = args.weight_decay  # the matrices' group
+    if run.rank == 0:  # the RNG states saved are rank 0's; other ranks reseed (dropout only)
+        torch.set_rng_state(state["torch_rng"])
+        if run.device.type == "cuda" and state["cuda_rng"] is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], run.device)
+    else:
+        torch.manual_seed(args.seed + 1000 * run.rank + run.start)
 
-    def log(record):
-        if main_process:
-            try:
-                with open(metrics_path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
-            except OSError as e:
-                stop(f"cannot append to {metrics_path} ({e.strerror})", "free some space, then --resume")
 
-    def checkpoint(step):
-        state = {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                 "masker_rng": masker.get_state(), "torch_rng": torch.get_rng_state(),
-                 "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                 "args": dict(vars(args)), "global_batch": global_size, "corpus_name": name}
-        saved_to = None
-        if main_process:
-            if not weights_are_finite(model):  # only finite weights are ever called a good checkpoint
-                stop(f"the weights are no longer finite at step {step}")
-            try:
-                saved_to = save_checkpoint(args.out, step, model, tokenizer, state, args.keep)
-            except OSError as e:
-                stop(f"cannot write the checkpoint of step {step} ({e.strerror})", "free some space, then --resume")
-        if ddp:
-            dist.barrier()
-        return saved_to
+def stop(run: Run, reason: str, advice: str = "try a lower --lr, or --dtype fp32"):
+    """End a run that cannot go on, naming the last good checkpoint."""
+    if run.progress:
+        run.progress.close()
+    where = f"the last good checkpoint is {run.checkpoint}" if run.checkpoint else "no checkpoint was written"
+    die(f"{reason}; stopping ({where}). {advice[:1].upper()}{advice[1:]}.")
 
-    progress = None
-    if main_process and not args.no_progress and start < args.max_steps:
-        from tqdm import tqdm
-        progress = tqdm(total=args.max_steps, initial=start, unit="step", dynamic_ncols=True)
-    model.train()
-    # the training text lives on the device, masked there by a device generator (on a CPU this
-    # is the run's one generator as before); counts for tokens/s come from the CPU copy
-    ids_all, attn_all, types_all = (t.to(device) for t in (train_blocks.input_ids, train_blocks.attention_mask,
-                                                            train_blocks.token_type_ids))
-    real_per_block = train_blocks.attention_mask.sum(dim=1)                  # (N,) on the CPU
-    full_block = train_blocks.attention_mask.bool().all(dim=1)               # (N,) no padding in the block
-    ordinary = vocab.ordinary_tensor.to(device)
-    t0, tokens_seen, last = time.time(), 0, None
-    outside_s = 0.0  # validation and checkpoints: kept out of tokens/s
-    # the metrics are read from the device only where they are logged; a CPU reads them every step
-    sync_every = 1 if device.type == "cpu" else args.log_every
+
+def log(run: Run, record: dict) -> None:
+    """Append one line to metrics.jsonl (main process only)."""
+    if run.main_process:
+        try:
+            with open(run.metrics_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as e:
+            stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", "free some space, then --resume")
+
+
+@dataclass
+class Batch:
+    """One global batch on the device, masked: (G, T) each; `full` is True when no block of it
+    holds padding (a static step then runs attention without a mask)."""
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    attention_mask: torch.Tensor
+    token_type_ids: torch.Tensor
+    full: bool
+
+
+def train_step(run: Run, batch: Batch, slots: int, step: int, read_loss: bool) -> tuple[float, torch.Tensor]:
+    """Optimizer step `step` (1-based) on a masked global batch: the loss of each micro-batch, backward,
+    clipping, the finite checks, the AdamW update. The loss is the mean over every target of the
+    global batch, whatever the number of processes and micro-batches. Returns the training loss
+    (read from the device only when `read_loss`, else nan) and the gradient norm (a tensor)."""
+    args, world = run.args, run.world
+    is_target = batch.labels != IGNORE_INDEX                                   # (G, T)
+    n_global = is_target.sum()
+    loss_sum = torch.zeros((), dtype=torch.float64, device=run.device)
+    for micro in range(args.grad_accum):
+        lo = (micro * world + run.rank) * args.batch_size
+        part = slice(lo, lo + args.batch_size)
+        n_micro = is_target[part].sum()
+        sync = micro == args.grad_accum - 1 or not run.ddp
+        with (contextlib.nullcontext() if sync else run.ddp_model.no_sync()), autocast(run.device, run.amp_dtype):
+            x, y, types = batch.input_ids[part], batch.labels[part], batch.token_type_ids[part]
+            if args.compile:  # static shapes: slots for the targets, no mask where nothing is padding
+                if run.device.type == "cuda":
+                    torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are done with
+                positions, slot_labels = target_slots(y, slots)
+                mask = None if batch.full else batch.attention_mask[part]
+                out = run.train_model(x, mask, types, labels=slot_labels, target_positions=positions)
+            else:
+                out = run.train_model(x, batch.attention_mask[part], types, labels=y, masked_only=True)
+            # this micro-batch's mean -> its share of the global batch's mean; DDP averages
+            # gradients over processes, hence the factor `world`
+            loss = out.loss * (n_micro / n_global) * world
+        run.scaler.scale(loss).backward()
+        loss_sum += out.loss.detach().double() * n_micro
+    if run.ddp:
+        dist.all_reduce(loss_sum)
+    run.scaler.unscale_(run.optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), args.clip if args.clip > 0 else float("inf"))
     train_loss = float("nan")
-    path = resumed_from
-    for step in range(start, args.max_steps):
-        rows = global_batch(train_blocks, step, global_size, args.seed)        # (G,) on the CPU
+    if read_loss:  # before the update; with fp16 the scaler itself skips steps with inf gradients
+        train_loss = (loss_sum / n_global).item()
+        if not math.isfinite(train_loss):
+            stop(run, f"the training loss became {train_loss} at step {step}")
+        if not run.scaler.is_enabled() and not math.isfinite(grad_norm):
+            stop(run, f"the gradient norm became {float(grad_norm)} at step {step}")
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.scheduler.step()
+    return train_loss, grad_norm
+
+
+def save(run: Run, step: int) -> None:
+    """Checkpoint `step` (main process; only finite weights are ever called a good checkpoint)."""
+    state = {"step": step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
+             "masker_rng": run.masker.get_state(), "torch_rng": torch.get_rng_state(),
+             "cuda_rng": torch.cuda.get_rng_state(run.device) if run.device.type == "cuda" else None,
+             "args": dict(vars(run.args)), "global_batch": run.global_size, "corpus_name": run.corpus}
+    if run.main_process:
+        if not weights_are_finite(run.model):
+            stop(run, f"the weights are no longer finite at step {step}")
+        try:
+            run.checkpoint = save_checkpoint(run.args.out, step, run.model, run.tokenizer, state, run.args.keep)
+        except OSError as e:
+            stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})", "free some space, then --resume")
+    if run.ddp:
+        dist.barrier()
+
+
+def evaluate_and_checkpoint(run: Run, valid: list[dict], done: int) -> dict | None:
+    """At --eval-every and --save-every steps (and the last): validate, stop a diverged run, and
+    checkpoint. Returns the validation numbers when they were measured."""
+    args, last = run.args, None
+    final = done == args.max_steps
+    if done % args.eval_every == 0 or final:
+        last = evaluate(run.model, valid, run.device, run.amp_dtype, run.rank, run.world)
+        log(run, {"step": done, **last})
+        ceiling = math.log(run.config.vocab_size) + 1
+        if last["valid_loss"] > ceiling:
+            stop(run, f"the validation loss is {last['valid_loss']:.1f} at step {done}, more than ln V + 1 = "
+                      f"{ceiling:.1f} (worse than guessing every token uniformly): the run diverged")
+    if done % args.save_every == 0 or final:
+        save(run, done)
+    return last
+
+
+def train(run: Run, valid: list[dict]) -> dict:
+    """The loop: a seeded global batch, masked on the device, one train_step, the log, and
+    evaluate_and_checkpoint. Returns the last validation numbers and the token count and
+    times (validation and checkpoints are kept out of tokens/s)."""
+    args, device = run.args, run.device
+    blocks = run.train_blocks
+    # the training text lives on the device and is masked there; counts for tokens/s stay on the CPU
+    ids_all, attn_all, types_all = (t.to(device) for t in (blocks.input_ids, blocks.attention_mask,
+                                                            blocks.token_type_ids))
+    real_per_block = blocks.attention_mask.sum(dim=1)                    # (N,) on the CPU
+    full_block = blocks.attention_mask.bool().all(dim=1)                 # (N,) no padding in the block
+    ordinary = run.vocab.ordinary_tensor.to(device)
+    slots = max_predictions(args.seq_len, args.mask_prob)
+    # the loss is read from the device only where it is logged; a CPU reads it every step
+    read_every = 1 if device.type == "cpu" else args.log_every
+    t0, tokens_seen, outside_s, last, train_loss = time.time(), 0, 0.0, None, float("nan")
+    run.model.train()
+    for step in range(run.start, args.max_steps):
+        rows = global_batch(blocks, step, run.global_size, args.seed)     # (G,) on the CPU
         on_device = rows.to(device)
-        ids, attn, types = ids_all[on_device], attn_all[on_device], types_all[on_device]
-        x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id,
-                                   ordinary, masker, args.mask_prob, special_ids=vocab.special_ids)
-        is_target = y != IGNORE_INDEX                                           # (G, T)
-        n_global = is_target.sum()
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        for micro in range(args.grad_accum):
-            lo = (micro * world + rank) * args.batch_size
-            part = slice(lo, lo + args.batch_size)
-            n_micro = is_target[part].sum()
-            sync = micro == args.grad_accum - 1 or not ddp
-            with (contextlib.nullcontext() if sync else ddp_model.no_sync()), autocast(device, amp_dtype):
-                if args.compile:  # static shapes: slots for the targets, no mask where nothing is padding
-                    if device.type == "cuda":
-                        torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are done with
-                    positions, slot_labels = target_slots(y[part], slots)
-                    mask = None if bool(full_block[rows[part]].all()) else attn[part]
-                    out = train_model(x[part], mask, types[part], labels=slot_labels, target_positions=positions)
-                else:
-                    out = train_model(x[part], attn[part], types[part], labels=y[part], masked_only=True)
-                # mean over this micro-batch's targets -> share of the mean over the GLOBAL batch's targets;
-                # DDP averages gradients over processes, hence the factor `world`
-                loss = out.loss * (n_micro / n_global) * world
-            scaler.scale(loss).backward()
-            loss_sum += out.loss.detach().double() * n_micro
-        if ddp:
-            dist.all_reduce(loss_sum)
-        lr = optimizer.param_groups[0]["lr"]
-        scaler.unscale_(optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf"))
+        ids, attn = ids_all[on_device], attn_all[on_device]              # (G, T) each
+        x, y, attn, _ = mask_batch(ids, attn, run.vocab.special_mask(ids), run.vocab.mask_id, ordinary,
+                                   run.masker, args.mask_prob, special_ids=run.vocab.special_ids)
+        batch = Batch(x, y, attn, types_all[on_device], bool(full_block[rows].all()))
+        lr = run.optimizer.param_groups[0]["lr"]
         done = step + 1
         log_now = done % args.log_every == 0 or done == args.max_steps
-        if log_now or done % sync_every == 0:
-            # checked before the optimizer step (on a GPU at logged steps only: a check is a host sync);
-            # with fp16 the scaler itself skips steps with inf gradients
-            train_loss = (loss_sum / n_global).item()
-            if not math.isfinite(train_loss):
-                stop(f"the training loss became {train_loss} at step {done}")
-            if not scaler.is_enabled() and not math.isfinite(grad_norm):
-                stop(f"the gradient norm became {float(grad_norm)} at step {done}")
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
+        loss, grad_norm = train_step(run, batch, slots, done, read_loss=log_now or done % read_every == 0)
+        train_loss = loss if log_now or done % read_every == 0 else train_loss
         tokens_seen += int(real_per_block[rows].sum())
         if log_now:
-            log({"step": done, "train_loss": train_loss, "lr": lr, "grad_norm": float(grad_norm),
-                 "tokens_per_s": tokens_seen / (time.time() - t0 - outside_s)})
+            log(run, {"step": done, "train_loss": train_loss, "lr": lr, "grad_norm": float(grad_norm),
+                      "tokens_per_s": tokens_seen / (time.time() - t0 - outside_s)})
         t_outside = time.time()
-        if done % args.eval_every == 0 or done == args.max_steps:
-            last = evaluate(model, valid, device, amp_dtype, rank, world)
-            log({"step": done, **last})
-            if last["valid_loss"] > math.log(config.vocab_size) + 1:
-                stop(f"the validation loss is {last['valid_loss']:.1f} at step {done}, more than ln V + 1 = "
-                     f"{math.log(config.vocab_size) + 1:.1f} (worse than guessing every token uniformly): the run diverged")
-        if done % args.save_every == 0 or done == args.max_steps:
-            path = checkpoint(done)
+        last = evaluate_and_checkpoint(run, valid, done) or last
         outside_s += time.time() - t_outside
-        if progress:
-            progress.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tokens_seen / (time.time() - t0 - outside_s):,.0f}",
-                                 **({"val_acc": f"{last['valid_acc']:.3f}"} if last else {}))
-            progress.update(1)
-    if progress:
-        progress.close()
+        if run.progress:
+            run.progress.set_postfix(loss=f"{train_loss:.3f}",
+                                     tok_s=f"{tokens_seen / (time.time() - t0 - outside_s):,.0f}",
+                                     **({"val_acc": f"{last['valid_acc']:.3f}"} if last else {}))
+            run.progress.update(1)
+    if run.progress:
+        run.progress.close()
+    return {"last": last, "tokens_seen": tokens_seen, "wall_s": time.time() - t0, "outside_s": outside_s}
+
+
+def finish(run: Run, valid: list[dict], result: dict, baseline: tuple[int, float]) -> None:
+    """The summary (summary.json, written once) and the report; when nothing ran, the saved one."""
+    last = result["last"]
     if last is None:  # nothing left to run: report the checkpoint's numbers
-        last = evaluate(model, valid, device, amp_dtype, rank, world)
-    if main_process:
-        summary_path = os.path.join(args.out, "summary.json")
-        summary = None if tokens_seen else read_json(summary_path)  # nothing ran: report the saved summary
+        last = evaluate(run.model, valid, run.device, run.amp_dtype, run.rank, run.world)
+    if run.main_process:
+        summary_path = os.path.join(run.args.out, "summary.json")
+        summary = None if result["tokens_seen"] else read_json(summary_path)
         if summary is None:
-            wall = time.time() - t0
-            summary = {**last, "unigram_baseline_acc": baseline_acc, "unigram_token": tokenizer.id_to_token(top_token),
-                       "checkpoint": path, "steps": args.max_steps, "steps_this_run": args.max_steps - start,
-                       "wall_s": wall, "eval_and_checkpoint_s": outside_s,
-                       "tokens_per_s": tokens_seen / (wall - outside_s) if tokens_seen else None}
+            top_token, baseline_acc = baseline
+            wall, outside, tokens = result["wall_s"], result["outside_s"], result["tokens_seen"]
+            summary = {**last, "unigram_baseline_acc": baseline_acc,
+                       "unigram_token": run.tokenizer.id_to_token(top_token), "checkpoint": run.checkpoint, "steps": run.args.max_steps,
+                       "steps_this_run": run.args.max_steps - run.start, "wall_s": wall,
+                       "eval_and_checkpoint_s": outside, "tokens_per_s": tokens / (wall - outside) if tokens else None}
             write_json(summary_path, summary)
-        report(summary, metrics_path)
-    if lock:
-        lock.close()  # releases --out for the next process
-    if ddp:
+        report(summary, run.metrics_path)
+    if run.lock:
+        run.lock.close()  # releases --out for the next process
+    if run.ddp:
         dist.destroy_process_group()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    run = set_up(args)
+    build_or_resume(run)
+    valid = mask_valid(run.valid_blocks, run.vocab, args.batch_size, args.mask_prob)
+    baseline = unigram_baseline(run.train_blocks, valid, run.vocab)
+    if run.main_process:
+        if run.checkpoint:
+            truncate_metrics(run.metrics_path, run.start)
+        else:
+            open(run.metrics_path, "w").close()
+        config = run.config
+        n_params = sum(p.numel() for p in run.model.parameters())
+        print(f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+              f"{config.num_attention_heads} heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; "
+              f"{len(run.train_blocks):,} training blocks of {args.seq_len} tokens; global batch {run.global_size}; "
+              f"device {run.device}" + (f" x{run.world}" if run.ddp else "")
+              + (f"; resumed at step {run.start} from {run.checkpoint}" if run.checkpoint else ""))
+        if not args.no_progress and run.start < args.max_steps:
+            from tqdm import tqdm
+            run.progress = tqdm(total=args.max_steps, initial=run.start, unit="step", dynamic_ncols=True)
+    result = train(run, valid)
+    finish(run, valid, result, baseline)
 
 
 if __name__ == "__main__":

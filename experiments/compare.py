@@ -50,7 +50,7 @@ from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, Pea
                                  median_time, std, token_counts)
 from minibert.run import die
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
-from minibert.run.baselines import L2_GRID, BagOfWords
+from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.labelled import scores
 from minibert.run.training import pick_device
 
@@ -59,7 +59,7 @@ SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
     "quick": dict(n_train=64, n_valid=48, n_test=96, updates=4, batch_size=16, seeds=2, repeats=1),
 }
 LR_GRID = (1e-4, 1e-3)              # every neural method tries both
-LORA_RANK, LORA_TARGETS = 8, ("attention.query", "attention.value")
+LORA_RANK = 8  # targets and alpha: minibert.lora's defaults
 MAX_LENGTHS, PADDINGS = (16, 32, 128), ("dynamic", "global")  # the reviews: ~27 tokens on average, 28-38% > 32
 LENGTH_BINS = ((0, 16), (17, 32), (33, 64), (65, 10 ** 9))  # raw token length, [CLS] and [SEP] included
 
@@ -122,7 +122,7 @@ def fixed_batch(enc: Encoder) -> list[list[int]]:
 
 def run_finetuned(task, enc, budget, seeds, lora_rank=0, unpad=True, lr_grid=LR_GRID, device="cpu"):
     def run_one(lr, seed):
-        ft = FineTuned(enc, seed, lora_rank, LORA_TARGETS, unpad=unpad, device=device)
+        ft = FineTuned(enc, seed, lora_rank, unpad=unpad, device=device)
         rec = {"lr": lr, "seed": seed, **ft.train(task, budget, lr, seed)}
         if len(lr_grid) > 1:  # validation only picks the rate
             rec["valid_acc"] = scores(ft.predict(enc.tokens["valid"], budget.max_length, budget.padding),
@@ -168,28 +168,28 @@ def run_frozen(task, enc, budget, seeds):
 
 
 def run_bow(task, seeds, repeats: int):
-    """Deterministic (zeros init, full-batch L-BFGS, no data order): one fit per penalty; the
-    chosen one stands for every seed."""
-    results = {}
+    """Deterministic (zeros init, full-batch L-BFGS, no data order): one fit per penalty, timed
+    with its scoring on validation; the penalty the validation split picks stands for every seed."""
+    fits = BagOfWords.fits((task.train.texts, task.train.labels), (task.valid.texts, task.valid.labels), 2)
+    records = {}
     for l2 in L2_GRID:
         with PeakMemory() as mem:
             t0 = time.perf_counter()
-            bow = BagOfWords(task.train.texts, 2)
-            iters = bow.fit(bow.features(task.train.texts), task.train.labels, l2, BOW_MAX_ITER)
+            fit = next(fits)
             seconds = time.perf_counter() - t0
-        results[l2] = (bow, {"l2": l2, "seed": seeds[0], "train_s": seconds, "peak_memory_mb": mem.mb,
-                             "memory_kind": mem.kind, "iterations": iters, "max_iterations": BOW_MAX_ITER,
-                             "vocab_size": len(bow.vocab), "encoder_forward": 0, "encoder_backward": 0,
-                             "valid_acc": scores(bow.predict(task.valid.texts), task.valid.labels, 2)["acc"]})
-    best = max(L2_GRID, key=lambda l2: (results[l2][1]["valid_acc"], l2))
-    bow, rec = results[best]
+        records[l2] = (fit, {"l2": l2, "seed": seeds[0], "train_s": seconds, "peak_memory_mb": mem.mb,
+                             "memory_kind": mem.kind, "iterations": fit.iterations, "max_iterations": BOW_MAX_ITER,
+                             "vocab_size": len(fit.model.vocab), "encoder_forward": 0, "encoder_backward": 0,
+                             "valid_acc": fit.valid_acc})
+    best = BagOfWords.best([fit for fit, _ in records.values()])
+    bow, rec = best.model, records[best.l2][1]
     pred = bow.predict(task.test.texts)
     rec.update({f"test_{k}": v for k, v in scores(pred, task.test.labels, 2).items()})
     rec["test_pred"] = pred.tolist()
     texts = [task.test.texts[i % len(task.test.texts)] for i in range(256)]
     rec["predict_256_s"] = median_time(lambda: bow.predict(texts), repeats)
     rec["total_params"] = rec["trainable_params"] = bow.num_params()
-    return best, [rec], {str(l2): round(r[1]["valid_acc"], 3) for l2, r in results.items()}
+    return best.l2, [rec], {str(l2): round(r[1]["valid_acc"], 3) for l2, r in records.items()}
 
 
 # ---- rows -----------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def peft_study(task, encoders, budget, seeds, out):
         chosen, recs, grid = run_finetuned(task, enc, budget, seeds, lora_rank=LORA_RANK)
         mods = recs[0]["lora"]["modules"]
         rows.append(row(enc.name, f"LoRA r{LORA_RANK}", f"lr {chosen:g}", recs, grid,
-                        notes=f"rank {LORA_RANK}, alpha {LORA_RANK}, on {len(mods)} modules: "
+                        notes=f"rank {LORA_RANK}, alpha {LORA_RANK} (= rank), on {len(mods)} modules: "
                               f"{', '.join(sorted({m.split('.', 2)[-1] for m in mods}))} of every layer"))
         runs += [(f"{enc.name}-lora", r) for r in recs]
     return rows, runs
@@ -330,7 +330,7 @@ def pretraining_study(task, encoders, settings, seeds, device):
     for keep in label_subsets(len(task.train.texts), settings["budgets"]):
         sub, encs = subset(task, encoders, keep)
         n_labels = len(keep)
-        majority = int(sub.train.labels.bincount(minlength=2).argmax())
+        majority = majority_class(sub.train.labels, 2)
         majority_scores = scores(torch.full_like(sub.test.labels, majority), sub.test.labels, 2)
         print(f"{n_labels:,} labelled sentences (majority class: test accuracy {majority_scores['acc']:.3f})",
               file=sys.stderr, flush=True)
@@ -500,7 +500,8 @@ def plot(study: str, rows: list[dict], path: str) -> bool:
     return True
 
 
-def main(argv=None):
+def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
+    """The flags, and the study's settings with --seeds and --budgets applied."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", choices=sorted(STUDIES))
     p.add_argument("--quick", action="store_true",
@@ -521,8 +522,7 @@ def main(argv=None):
                         "CPU time and always run there")
     args = p.parse_args(argv)
     pretraining = args.study == "pretraining"
-    settings = PRETRAINING_SETTINGS if pretraining else SETTINGS
-    s = dict(settings["quick" if args.quick else "default"])
+    s = dict((PRETRAINING_SETTINGS if pretraining else SETTINGS)["quick" if args.quick else "default"])
     if args.seeds is not None:
         if args.seeds < 1:
             p.error("--seeds must be at least 1")
@@ -536,9 +536,12 @@ def main(argv=None):
             p.error("--budgets: only for the pretraining study, each at least 2")
         if len(set(s["budgets"])) < len(s["budgets"]):
             p.error(f"--budgets {args.budgets}: a budget is named twice")
-    device = pick_device(args.device) if pretraining else torch.device("cpu")
-    out = os.path.join(args.out, args.study)
-    os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    return args, s
+
+
+def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]]:
+    """The labelled splits of the study and its encoders (--encoders, or the study's default)."""
+    pretraining = args.study == "pretraining"
     specs = args.encoders
     if specs is None and pretraining:
         ckpt = quick_checkpoint(out) if args.quick else "runs/mlm-en"
@@ -549,12 +552,39 @@ def main(argv=None):
         big = 10 ** 9  # every row of the split
         task = Task.load(big, s["n_valid"] or big, s["n_test"] or big)
         if any(b is not None and b > len(task.train.texts) for b in s["budgets"]):
-            p.error(f"--budgets: the training split holds {len(task.train.texts):,} sentences; use `all` for all of them")
+            die(f"--budgets: the training split holds {len(task.train.texts):,} sentences; use `all` for all of them")
     else:
         task = Task.load(s["n_train"], s["n_valid"], s["n_test"])
     encoders = [Encoder.open(e.strip(), task) for e in specs.split(",") if e.strip()]
     if not encoders:
-        p.error("--encoders names no encoder")
+        die("--encoders names no encoder")
+    return task, encoders
+
+
+def write_results(out: str, study: str, rows: list[dict], runs: list, meta: dict) -> tuple[str, str, bool]:
+    """One JSON per run, results.json, report.md and the plot; returns (report, plot path, plotted)."""
+    for name, rec in runs:
+        fname = f"{name}-seed{rec['seed']}".replace(" ", "_").replace("/", "_") + ".json"
+        with open(os.path.join(out, "runs", fname), "w", encoding="utf-8") as f:
+            json.dump(rec, f, indent=1)
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    pretraining = study == "pretraining"
+    text = pretraining_report(rows, meta) if pretraining else report(study, rows, meta)
+    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    png = os.path.join(out, "accuracy_vs_labels.png" if pretraining else "accuracy_vs_time.png")
+    plotted = plot_label_curve(rows, png) if pretraining else plot(study, rows, png)
+    return text, png, plotted
+
+
+def main(argv=None):
+    args, s = parse_args(argv)
+    pretraining = args.study == "pretraining"
+    device = pick_device(args.device) if pretraining else torch.device("cpu")
+    out = os.path.join(args.out, args.study)
+    os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    task, encoders = load_task_and_encoders(args, s, out)
     seeds = list(range(s["seeds"]))
     t0 = time.time()
     if pretraining:
@@ -570,17 +600,7 @@ def main(argv=None):
             "n_train": len(task.train.texts), "n_valid": len(task.valid.texts), "n_test": len(task.test.texts),
             "batch_size": s["batch_size"], "seeds": len(seeds), "wall_s": time.time() - t0}
     meta.update({k: s[k] for k in (("epochs", "min_updates") if pretraining else ("updates",))})
-    for name, rec in runs:
-        fname = f"{name}-seed{rec['seed']}".replace(" ", "_").replace("/", "_") + ".json"
-        with open(os.path.join(out, "runs", fname), "w", encoding="utf-8") as f:
-            json.dump(rec, f, indent=1)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    text = pretraining_report(rows, meta) if pretraining else report(args.study, rows, meta)
-    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    png = os.path.join(out, "accuracy_vs_labels.png" if pretraining else "accuracy_vs_time.png")
-    plotted = plot_label_curve(rows, png) if pretraining else plot(args.study, rows, png)
+    text, png, plotted = write_results(out, args.study, rows, runs, meta)
     print(text)
     print(f"{args.study}: {len(rows)} rows in {meta['wall_s'] / 60:.1f} min; report {out}/report.md"
           + (f", plot {png}" if plotted else " (no plot: matplotlib is not installed)"))

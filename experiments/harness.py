@@ -28,8 +28,8 @@ from minibert.model import init_weights
 from minibert.run import die
 from minibert.run.classification import set_trainable
 from minibert.run.folders import resolve_checkpoint
-from minibert.run.labelled import pad_batch, read_split, split_files, truncate
-from minibert.run.training import adamw, epoch_order, lr_factor
+from minibert.run.labelled import pad_batch, read_split, split_files, token_ids, truncate
+from minibert.run.training import epoch_order, finetuning_optimizer, update
 
 # ---- data -----------------------------------------------------------------------------------
 
@@ -91,11 +91,9 @@ class Encoder:
         if not pretrained:
             name = f"random init ({name}'s config and tokenizer)"
         tok = load_tokenizer(path)
-        tok.no_padding()
-        tok.no_truncation()
         enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0, pretrained=pretrained)
         for s in ("train", "valid", "test"):
-            enc.tokens[s] = [e.ids for e in tok.encode_batch(getattr(task, s).texts)]
+            enc.tokens[s] = token_ids(tok, getattr(task, s).texts)  # untruncated: each study cuts its own
         return enc
 
     def backbone(self, unpad: bool = True, dropout: float = 0.1) -> BertModel:
@@ -232,36 +230,28 @@ class Budget:
 
 
 def train_loop(params, forward, batches, lr: float) -> tuple[float, float]:
-    """AdamW (fused, weight decay 0.01 on matrices) over `batches`, warm-up over the first 10% of
-    them, then linear decay: forward(batch) -> loss. Returns the time and the last loss."""
-    optimizer = adamw(params, lr, weight_decay=0.01)
-    warmup = max(1, int(0.1 * len(batches)))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, len(batches), warmup))
+    """Fine-tuning's optimizer and schedule (minibert.run.training, weight decay 0.01) over
+    `batches`: forward(batch) -> loss. Returns the time and the last loss."""
+    optimizer, schedule = finetuning_optimizer(params, lr, len(batches))
     t0 = time.perf_counter()
     loss = torch.tensor(float("nan"))
     for batch in batches:
         loss = forward(batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        schedule.step()
+        update(loss, params, optimizer, schedule)
     return time.perf_counter() - t0, loss.item()
 
 
 class FineTuned:
     """Full fine-tuning or LoRA: BertForClassification ([CLS] -> Linear, the exercise's head) on the
-    encoder; with `lora_rank`, only the adapters and the head train."""
+    encoder; with `lora_rank`, only the adapters (minibert.lora's default targets and alpha) and
+    the head train."""
 
-    def __init__(self, encoder: Encoder, seed: int, lora_rank: int = 0,
-                 lora_targets: tuple[str, ...] = ("attention.query", "attention.value"), unpad: bool = True,
-                 device: str = "cpu"):
+    def __init__(self, encoder: Encoder, seed: int, lora_rank: int = 0, unpad: bool = True, device: str = "cpu"):
         torch.manual_seed(seed)
         self.encoder = encoder
         self.device = torch.device(device)
         self.model = BertForClassification(encoder.backbone(unpad=unpad), 2)
-        self.lora_modules = set_trainable(self.model, "lora" if lora_rank else "full", lora_rank,
-                                          lora_targets=lora_targets)
+        self.lora_modules = set_trainable(self.model, "lora" if lora_rank else "full", lora_rank)
         self.model.to(self.device)
 
     def params(self) -> tuple[int, int]:

@@ -237,20 +237,15 @@ def _atomic_write(final: str, write) -> None:
             os.remove(tmp)
 
 
-def _saved_architectures(path: str) -> list[str]:
-    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-        saved = json.load(f).get("architectures")
-    return [a for a in saved if isinstance(a, str)] if isinstance(saved, list) else []
-
-
-def _read_config(path: str) -> BertConfig:
-    """BertConfig.load(path), its problems (wrong types, bad JSON) as CheckpointError."""
+def read_config(path: str) -> tuple[BertConfig, list[str]]:
+    """A checkpoint folder's config.json, read once: the config and the `architectures` it names;
+    its problems (no folder, wrong types, bad JSON) as CheckpointError."""
     if not os.path.isdir(path):
         problem = "is a file" if os.path.exists(path) else "does not exist (no such folder)"
         raise CheckpointError(f"{path} {problem}; from_pretrained takes a checkpoint folder "
                               "(config.json + model.safetensors)")
     try:
-        return BertConfig.load(path)
+        return BertConfig.load_with_architectures(path)
     except ValueError as e:
         raise CheckpointError(str(e)) from None
 
@@ -272,12 +267,16 @@ class Pretrained:
         e.g. `use_sdpa=True` or `hidden_dropout_prob=0.0`.
         """
         path = os.fspath(path)
-        config = replace(_read_config(path), **config_overrides)
-        saved = set(_saved_architectures(path)) & _CLASSIFIERS
+        return cls._load(path, *read_config(path), config_overrides)
+
+    @classmethod
+    def _load(cls, path: str, config: BertConfig, architectures: list[str], config_overrides: dict):
+        """from_pretrained, on a config.json already read."""
+        saved = set(architectures) & _CLASSIFIERS
         if cls.hf_architecture in _CLASSIFIERS and saved and cls.hf_architecture not in saved:
             raise CheckpointError(f"{path} holds a {saved.pop()}; its head differs from "
                                   f"{cls.hf_architecture}'s, so load it with that class")
-        model = cls._from_config(config)
+        model = cls._from_config(replace(config, **config_overrides))
         load_state(model, read_state_dict(path), path)
         return model
 

@@ -179,6 +179,11 @@ class BertConfig:
     def load(cls, path: str | os.PathLike) -> "BertConfig":
         """Read a config.json file, or the config.json inside a checkpoint folder. Every
         problem with the file is one ValueError line that names it (FileNotFoundError if absent)."""
+        return cls.load_with_architectures(path)[0]
+
+    @classmethod
+    def load_with_architectures(cls, path: str | os.PathLike) -> tuple["BertConfig", list[str]]:
+        """`load`, and the model classes the file names in HF's `architectures` field ([] if none)."""
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         try:
@@ -189,9 +194,11 @@ class BertConfig:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from None
         try:
-            return cls.from_dict(d)
+            config = cls.from_dict(d)
         except ValueError as e:
             raise ValueError(f"{path}: {e}") from None
+        saved = d.get("architectures")
+        return config, [a for a in saved if isinstance(a, str)] if isinstance(saved, list) else []
 
 
 # name -> (num_hidden_layers, hidden_size, num_attention_heads); intermediate = 4 * hidden.

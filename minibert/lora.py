@@ -44,10 +44,15 @@ class LoRALinear(nn.Module):
         return self.base
 
 
+# the one default of every LoRA in the project: the attention query and value projections of every
+# layer (the LoRA paper's choice), and alpha = rank (a scaling alpha / r of 1)
+DEFAULT_TARGETS = ("attention.query", "attention.value")
+
+
 def add_lora(model: nn.Module, rank: int, alpha: float | None = None, dropout: float = 0.0,
-             targets: tuple[str, ...] = ("attention.query", "attention.value")) -> list[str]:
-    """Wrap every Linear whose name ends with one of `targets` (default: the attention query and
-    value projections of every layer). Returns the wrapped module names."""
+             targets: tuple[str, ...] = DEFAULT_TARGETS) -> list[str]:
+    """Wrap every Linear whose name ends with one of `targets`; alpha defaults to the rank.
+    Returns the wrapped module names."""
     alpha = float(rank if alpha is None else alpha)
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.endswith(targets)]
     if not names:

@@ -19,6 +19,7 @@ Deliberate differences, none of which changes a number:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 
 import torch
@@ -26,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
 
-from .checkpoint import Pretrained
+from .checkpoint import Pretrained, read_config
 from .config import ACTIVATIONS, BertConfig
 from .loss import IGNORE_INDEX, mlm_loss
 from .unpad import RealTokens
@@ -413,3 +414,16 @@ class BertForClassification(BertPreTrainedModel):
             loss = F.cross_entropy(logits, labels)
             return loss, logits
         return logits
+
+
+MODEL_CLASSES = {c.hf_architecture: c for c in (BertModel, BertForMaskedLM, BertForSequenceClassification,
+                                                 BertForClassification)}
+
+
+def load_model(path: str | os.PathLike, default: type = BertModel, **config_overrides) -> BertPreTrainedModel:
+    """The model class a checkpoint's config.json names in `architectures` (else `default`),
+    loaded from it: what HF's AutoModel does, for these four classes."""
+    path = os.fspath(path)
+    config, architectures = read_config(path)
+    cls = next((MODEL_CLASSES[a] for a in architectures if a in MODEL_CLASSES), default)
+    return cls._load(path, config, architectures, config_overrides)

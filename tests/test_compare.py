@@ -226,5 +226,5 @@ def test_bag_of_words_penalty_is_picked_on_validation_the_larger_on_a_tie():
     two validation texts right (accuracy 1.0 each), so the tie goes to the largest, 1e-2."""
     train = (["a great film", "an awful film", "great fun", "awful mess"], torch.tensor([1, 0, 1, 0]))
     valid = (["great acting", "awful plot"], torch.tensor([1, 0]))
-    bow, l2, acc = BagOfWords.tuned(train, valid, 2)
-    assert (l2, acc) == (1e-2, 1.0) and bow.predict(["so great"]).tolist() == [1]
+    fit = BagOfWords.tuned(train, valid, 2)
+    assert (fit.l2, fit.valid_acc) == (1e-2, 1.0) and fit.model.predict(["so great"]).tolist() == [1]

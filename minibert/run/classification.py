@@ -11,7 +11,7 @@ import shutil
 import torch
 import torch.nn.functional as F
 
-from ..lora import add_lora, merge_lora
+from ..lora import DEFAULT_TARGETS, add_lora, merge_lora
 from ..model import BertForClassification, BertForSequenceClassification, BertModel
 from .labelled import batches, scores
 
@@ -36,7 +36,7 @@ def build_classifier(checkpoint: str, head: str, num_labels: int, id2label: dict
 
 
 def set_trainable(model, method: str, lora_rank: int = 0, lora_alpha: float | None = None,
-                  lora_targets: tuple[str, ...] = ("attention.query", "attention.value")) -> list[str]:
+                  lora_targets: tuple[str, ...] = DEFAULT_TARGETS) -> list[str]:
     """Set requires_grad for one method; returns the module names LoRA wrapped (else []).
 
     full: everything trains. frozen: the encoder (`base_model`, pooler included) is frozen and

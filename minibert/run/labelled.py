@@ -95,10 +95,16 @@ def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: st
     if unknown:
         raise InputError(f"{path}: labels {unknown[:5]} are not in the training split's label set "
                          f"{sorted(label_ids)}")
+    return {"ids": token_ids(tokenizer, [t for t, _ in rows], max_length),
+            "labels": torch.tensor([label_ids[y] for _, y in rows])}
+
+
+def token_ids(tokenizer, texts: list[str], max_length: int | None = None) -> list[list[int]]:
+    """The ids of each text, [CLS] w1 ... wn [SEP], cut to `max_length` by `truncate` (None: whole)."""
     tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length)
-    enc = tokenizer.encode_batch([t for t, _ in rows])
-    return {"ids": [e.ids for e in enc], "labels": torch.tensor([label_ids[y] for _, y in rows])}
+    tokenizer.no_truncation()
+    ids = [e.ids for e in tokenizer.encode_batch(texts)]
+    return ids if max_length is None else [truncate(i, max_length) for i in ids]
 
 
 def truncate(ids: list[int], max_length: int) -> list[int]:

@@ -73,6 +73,26 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> f
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
+def finetuning_optimizer(params, lr: float, total_steps: int, weight_decay: float = 0.01,
+                         fused: bool = True) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """Fine-tuning's AdamW (PyTorch's betas (0.9, 0.999) and eps 1e-8; pretraining uses BERT's
+    (0.9, 0.98) and 1e-6) and its schedule: linear warm-up over the first 10% of `total_steps`,
+    then linear decay to 0."""
+    optimizer = adamw(params, lr, weight_decay, fused)
+    warmup = max(1, int(0.1 * total_steps))
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, warmup))
+
+
+def update(loss: torch.Tensor, params: list, optimizer, scheduler, clip: float = 1.0) -> None:
+    """One fine-tuning update: backward, the gradient norm of `params` clipped to `clip`, the
+    optimizer step, gradients cleared, the schedule advanced."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    scheduler.step()
+
+
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The seeded order of n examples in one epoch: (n,) indices, the same on every machine."""
     return torch.randperm(n, generator=torch.Generator().manual_seed(1000 * seed + epoch))
