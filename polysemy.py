@@ -6,7 +6,8 @@
 For each pair of sentences the target word's contextual vector (the mean of its word pieces
 in the last hidden state) is compared by cosine similarity, with the exercise's
 `compare_polysemous_embeddings`. The static view, the input word embedding, is the same in
-every context: its similarity is always 1. Prints the table and saves a heat map.
+every context: 1 for the same word pieces, below 1 for another word or casing. Prints the
+table and saves a heat map.
 """
 
 from __future__ import annotations

@@ -524,8 +524,8 @@ def train(run: Run, valid: list[dict]) -> dict:
     # the training text lives on the device and is masked there; counts for tokens/s stay on the CPU
     ids_all, attn_all, types_all = (t.to(device) for t in (blocks.input_ids, blocks.attention_mask,
                                                             blocks.token_type_ids))
-    real_per_block = blocks.attention_mask.sum(dim=1)                    # (N,) on the CPU
-    full_block = blocks.attention_mask.bool().all(dim=1)                 # (N,) no padding in the block
+    real_per_block = blocks.attention_mask.sum(dim=1)                    # (S,) on the CPU
+    full_block = blocks.attention_mask.bool().all(dim=1)                 # (S,) no padding in the block
     ordinary = run.vocab.ordinary_tensor.to(device)
     slots = max_predictions(args.seq_len, args.mask_prob)
     # the loss is read from the device only where it is logged; a CPU reads it every step

@@ -37,7 +37,7 @@ from minibert.run.training import epoch_order, finetuning_optimizer, update
 @dataclass
 class Split:
     texts: list[str]
-    labels: torch.Tensor  # (N,)
+    labels: torch.Tensor  # (S,)
 
 
 @dataclass

@@ -42,8 +42,10 @@ from .config import BertConfig
 logger = logging.getLogger("minibert")
 
 # The one name-mapping table: our state-dict names -> HF's, first matching rule wins.
-# (Embeddings and classifier names are HF's own and need no rule.)
+# Every LayerNorm is `norm` or `*_norm` here, `LayerNorm` in HF's files; the other embedding and
+# classifier names are HF's own and need no rule.
 OURS_TO_HF = [
+    (r"embeddings\.norm\.", "embeddings.LayerNorm."),
     (r"layers\.(\d+)\.attention\.(query|key|value)\.", r"encoder.layer.\1.attention.self.\2."),
     (r"layers\.(\d+)\.attention\.output\.", r"encoder.layer.\1.attention.output.dense."),
     (r"layers\.(\d+)\.attention_norm\.", r"encoder.layer.\1.attention.output.LayerNorm."),

@@ -1,7 +1,8 @@
 """BERT, written out by hand, top to bottom (Devlin et al. 2019; HF's modeling_bert.py).
 
 Shape legend: B batch, T sequence length, C hidden size, H attention heads, D head size
-(C / H), I intermediate size, V vocabulary, N labelled (masked) positions, K labels.
+(C / H), I intermediate size, V vocabulary, K labels, M masked (target) positions, N real
+(non-padding) tokens, P target slots per row. The same letters mean the same everywhere.
 
 Numerically this is HuggingFace's BertModel: post-LN blocks LayerNorm(x + dropout(f(x))),
 eps 1e-12, exact erf GELU, additive padding mask (1 - m) * finfo.min, tanh pooler on
@@ -10,7 +11,7 @@ Deliberate differences, none of which changes a number:
 - module names are shorter than HF's; checkpoint.py holds the one name-mapping table;
 - the MLM decoder is not a module: the head is handed the word-embedding matrix, so the
   tie cannot come undone and the state dict has no alias to drop;
-- `masked_only=True` projects onto the vocabulary only at the N labelled positions;
+- `masked_only=True` projects onto the vocabulary only at the M labelled positions;
 - attention probabilities are returned before attention dropout;
 - `unpad=True` (minibert/unpad.py) runs every Linear, LayerNorm and GELU on the real tokens
   only: real positions get the same numbers, padding positions come back as 0.
@@ -71,7 +72,7 @@ class BertEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, C, padding_idx=config.pad_token_id)
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, C)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, C)
-        self.LayerNorm = nn.LayerNorm(C, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(C, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
@@ -84,7 +85,7 @@ class BertEmbeddings(nn.Module):
         x = sum_embeddings(self.word_embeddings(input_ids),             # (B, T, C)
                            self.token_type_embeddings(token_type_ids),  # (B, T, C)
                            self.position_embeddings(position_ids))      # (T, C), the same for every row
-        return self.dropout(self.LayerNorm(x))                          # (B, T, C)
+        return self.dropout(self.norm(x))                          # (B, T, C)
 
 
 class SelfAttention(nn.Module):
@@ -182,7 +183,7 @@ class EncoderOutput:
 @dataclass
 class MaskedLMOutput:
     loss: torch.Tensor | None
-    logits: torch.Tensor                     # (B, T, V), or (N, V) with masked_only
+    logits: torch.Tensor                     # (B, T, V), or (M, V) with masked_only
 
 
 @dataclass
@@ -326,8 +327,8 @@ class BertForMaskedLM(BertPreTrainedModel):
             if labels is None:
                 raise ValueError("masked_only=True needs labels to know which positions to score")
             is_target = labels != IGNORE_INDEX  # (B, T)
-            h, labels = h[is_target], labels[is_target]  # (N, C), (N,)
-        logits = self.mlm_head(h, self.bert.embeddings.word_embeddings.weight)  # (B, T, V) | (N, V)
+            h, labels = h[is_target], labels[is_target]  # (M, C), (M,)
+        logits = self.mlm_head(h, self.bert.embeddings.word_embeddings.weight)  # (B, T, V) | (M, V)
         loss = mlm_loss(logits, labels) if labels is not None else None
         return MaskedLMOutput(loss, logits)
 

@@ -70,9 +70,9 @@ def tokenize_lines(tokenizer: Tokenizer, lines: list[str]) -> tuple[torch.Tensor
 
 @dataclass
 class Blocks:
-    input_ids: torch.Tensor       # (N, T)
-    token_type_ids: torch.Tensor  # (N, T)
-    attention_mask: torch.Tensor  # (N, T)
+    input_ids: torch.Tensor       # (S, T): S blocks
+    token_type_ids: torch.Tensor  # (S, T)
+    attention_mask: torch.Tensor  # (S, T)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -80,7 +80,7 @@ class Blocks:
 
 def pack_blocks(ids: torch.Tensor, starts: torch.Tensor, seq_len: int,
                 cls_id: int, sep_id: int, pad_id: int) -> Blocks:
-    """Pack a token stream into (N, seq_len) blocks (see the module docstring)."""
+    """Pack a token stream into (S, seq_len) blocks (see the module docstring)."""
     if seq_len < 5:
         raise ValueError(f"seq_len must be at least 5 ([CLS] a [SEP] b [SEP]), got {seq_len}")
     if len(ids) == 0:

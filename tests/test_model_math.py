@@ -28,7 +28,7 @@ def test_s1_embeddings_are_summed_then_layer_normed():
         emb.position_embeddings.weight[0] = torch.tensor([-0.5, 1.0])
     ids, types = torch.tensor([[7]]), torch.tensor([[0]])
     seen = []  # the model's own sum: what its LayerNorm receives
-    hook = emb.LayerNorm.register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    hook = emb.norm.register_forward_hook(lambda module, args, out: seen.append(args[0]))
     out = emb(ids, types)
     hook.remove()
     assert_close(seen[0], torch.tensor([[[1.0, 1.5]]]), atol=1e-7, what="sum")

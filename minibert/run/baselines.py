@@ -49,7 +49,7 @@ class BagOfWords:
         self.b = torch.zeros(num_labels, requires_grad=True)                   # (K,)
 
     def features(self, texts: list[str]) -> torch.Tensor:
-        """(N, V) 0/1, sparse: which vocabulary words each text contains ([UNK] for any other word)."""
+        """(S, V) 0/1, sparse: which vocabulary words each text contains ([UNK] for any other word)."""
         rows, cols = [], []
         for i, t in enumerate(texts):
             ids = sorted({self.vocab.get(w, 0) for w in words(t)})
@@ -60,7 +60,7 @@ class BagOfWords:
                                        check_invariants=True).coalesce()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sparse.mm(x, self.W) + self.b                              # (N, K)
+        return torch.sparse.mm(x, self.W) + self.b                              # (S, K)
 
     def fit(self, x: torch.Tensor, y: torch.Tensor, l2: float, max_iter: int) -> int:
         """L-BFGS on mean cross-entropy + l2/2 |W|^2, from zeros; returns the iterations run

@@ -24,7 +24,8 @@ def build_classifier(checkpoint: str, head: str, num_labels: int, id2label: dict
     """The encoder of `checkpoint` (any minibert or HF BERT folder; a task head in it is dropped)
     under a new head: "pooler" is HF's BertForSequenceClassification, "cls" the exercise's
     BertForClassification. The fast paths (SDPA attention, padding removed before the encoder)
-    give the reference path's numbers at every real position, so they are on."""
+    give the reference path's numbers at every real position in eval mode, so they are on (in
+    training mode dropout draws other masks on the two paths: same distribution, other numbers)."""
     backbone = BertModel.from_pretrained(checkpoint, hidden_dropout_prob=dropout,
                                          attention_probs_dropout_prob=dropout, use_sdpa=True, unpad=True)
     backbone.config.id2label = id2label

@@ -93,7 +93,9 @@ CHINESE_PAIRS = [("苹果很好吃", "红富士苹果很甜", "same"), ("苹果�
 
 def polysemy_table(model_name: str, model, tokenizer, sentences: dict, pairs: list) -> list[dict]:
     """One row per pair: the cosine similarity of the target word's contextual vectors, and of
-    its static input embeddings (always 1 for the same word)."""
+    its static input embeddings: the same in every context, so 1 when both sentences split the
+    word into the same pieces, and below 1 for another word or another casing ("apple" vs
+    "Apple")."""
     def get_bert_embedding(key):
         return word_vector(model, tokenizer, *sentences[key])
 

@@ -90,7 +90,7 @@ def split_files(folder: str) -> dict[str, str]:
 
 
 def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: str) -> dict:
-    """{"ids": one list of token ids per row ([CLS] ... [SEP], at most max_length), "labels": (N,)}."""
+    """{"ids": one list of token ids per row ([CLS] ... [SEP], at most max_length), "labels": (S,)}."""
     unknown = sorted({y for _, y in rows if y not in label_ids})
     if unknown:
         raise InputError(f"{path}: labels {unknown[:5]} are not in the training split's label set "
@@ -145,5 +145,5 @@ def macro_f1(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> float:
 
 
 def scores(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> dict:
-    """{"acc", "macro_f1"} of predicted against gold label ids, both (N,)."""
+    """{"acc", "macro_f1"} of predicted against gold label ids, both (S,)."""
     return {"acc": (pred == gold).float().mean().item(), "macro_f1": macro_f1(pred, gold, num_labels)}
