@@ -18,6 +18,7 @@ import transformers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 import fill_mask as command
+from data.prepare import fetch_minilm
 from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel
 from minibert.fill_mask import FillMaskError, fill_mask
 from minibert.text import SPECIAL_TOKENS
@@ -150,6 +151,18 @@ def test_refuses_a_text_without_mask_or_too_long_and_never_truncates(model, tok)
     assert fill_mask(model, cutting, TEXTS) == fill_mask(model, tok, TEXTS)
 
 
+def test_refuses_a_tokenizer_that_does_not_fit(model, tok):
+    """A tokenizer of 14 tokens for a model of 13, one without [MASK], and a bare string for the
+    list of texts (which would be read letter by letter)."""
+    with pytest.raises(FillMaskError, match=r"^the tokenizer \(14 tokens\) does not belong to the model \(13 tokens\)$"):
+        fill_mask(BertForMaskedLM(tiny_config(vocab_size=13, max_position_embeddings=16)), tok, TEXTS)
+    no_mask = Tokenizer(models.WordPiece({t: i for i, t in enumerate(VOCAB) if t != "[MASK]"}, unk_token="[UNK]"))
+    with pytest.raises(FillMaskError, match=r"^the tokenizer has no \[MASK\] token$"):
+        fill_mask(model, no_mask, TEXTS)
+    with pytest.raises(TypeError, match="put a single text in a list"):
+        fill_mask(model, tok, TEXTS[0])
+
+
 # ---- the command ------------------------------------------------------------------------------
 
 
@@ -177,11 +190,11 @@ def test_command_on_a_minibert_checkpoint(model, tok, tmp_path):
     r = run("--checkpoint", str(tmp_path / "ckpt"), "--top-k", "3", *TEXTS[:2])
     assert r.returncode == 0 and r.stderr == "", r.stderr
     expected = fill_mask(model, tok, TEXTS[:2], k=3)
-    lines = [TEXTS[0], *(f"  mask {j + 1}: " + "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses)
-                         for j, guesses in enumerate(expected[0])),
-             "", TEXTS[1], *(f"  mask {j + 1}: " + "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses)
-                             for j, guesses in enumerate(expected[1]))]
-    assert r.stdout == "\n".join(lines) + "\n"
+    lines = []
+    for text, masks in zip(TEXTS[:2], expected, strict=True):
+        lines += [text, *(f"  mask {j + 1}: " + "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses)
+                          for j, guesses in enumerate(masks)), ""]
+    assert r.stdout == "\n".join(lines[:-1]) + "\n"
 
 
 def test_command_on_a_transformers_checkpoint_reading_stdin(tok, tmp_path):
@@ -268,3 +281,14 @@ def test_a_checkpoint_without_mlm_head_in_a_real_process(checkpoints):
     r = run("--checkpoint", str(checkpoints / "encoder"), "the [MASK] .")
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "has no masked-LM head" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_minilm_a_real_bert_without_mlm_head_is_refused_in_one_line(capsys):
+    """all-MiniLM-L6-v2, a real BertModel saved by transformers, has an encoder and no head."""
+    with pytest.raises(SystemExit) as e:
+        command.main(["--checkpoint", fetch_minilm(), "the [MASK] ."])
+    assert re.fullmatch(r"error: cannot load --checkpoint \S+: \S+minilm has no masked-LM head \(no cls\.predictions\.\* "
+                        r"tensors: an encoder or classifier checkpoint\); fill-mask needs a BertForMaskedLM "
+                        r"checkpoint, such as train_mlm.py writes", e.value.code), e.value.code
+    assert capsys.readouterr() == ("", "")
