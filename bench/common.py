@@ -56,13 +56,13 @@ def useful_flops(config: BertConfig, attention_mask: torch.Tensor, labels: torch
     """FLOPs one training step needs: 3x the forward (backward = 2x forward), counting a
     multiply-add as 2 and only work on real tokens:
       per layer and real token: Q, K, V, output projections 4 * 2C^2, feed-forward 2 * 2CI;
-      per layer and sequence of L real tokens: scores Q K^T and weights x V, 2 * 2 L^2 C;
+      per layer and sequence of n real tokens: scores Q K^T and weights x V, 2 * 2 n^2 C;
       per masked position: the MLM transform 2C^2 and the vocabulary projection 2CV.
     Embedding lookups, LayerNorm, GELU, softmax and the optimizer are left out (memory-bound)."""
-    C, I, V, L = config.hidden_size, config.intermediate_size, config.vocab_size, config.num_hidden_layers
+    C, I, V, layers = config.hidden_size, config.intermediate_size, config.vocab_size, config.num_hidden_layers
     lengths = attention_mask.sum(dim=1).double()  # (B,)
     n_real, n_masked = float(lengths.sum()), float((labels != IGNORE_INDEX).sum())
-    encoder = L * (n_real * (8 * C * C + 4 * C * I) + float((4 * lengths ** 2 * C).sum()))
+    encoder = layers * (n_real * (8 * C * C + 4 * C * I) + float((4 * lengths ** 2 * C).sum()))
     head = n_masked * (2 * C * C + 2 * C * V)
     return 3 * (encoder + head)
 

@@ -1,0 +1,94 @@
+"""Fill in the blanks: a BERT masked-LM's most probable tokens for every [MASK] in each text.
+
+    python fill_mask.py --checkpoint runs/mlm-en "the movie was [MASK] ." "i [MASK] this film ."
+    python fill_mask.py --checkpoint runs/mlm-en --top-k 3 < texts.txt     # one text per line
+
+--checkpoint is a checkpoint folder in HF's layout (config.json, model.safetensors or
+pytorch_model.bin, tokenizer.json) that holds a masked-LM head: one written by train_mlm.py or
+save_pretrained, or by transformers' BertForMaskedLM.save_pretrained; or a train_mlm.py run
+folder (its newest checkpoint). With no texts on the command line, standard input is read, one
+text per line (blank lines skipped). A text is never truncated.
+
+Output: one block per text, blocks separated by a blank line: the text, then one line per
+[MASK], left to right, with its --top-k tokens, most probable first, as `token (probability)`.
+A token is the tokenizer's vocabulary entry (a word piece reads `##s`); its probability is the
+softmax over the whole vocabulary at that position, to three decimals:
+
+    TEXT
+      mask 1: TOKEN (P)  TOKEN (P)  ...       the first [MASK]'s top-k
+      mask 2: TOKEN (P)  TOKEN (P)  ...       the second [MASK]'s, and so on
+
+Every error is one line on standard error, with exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from minibert import CheckpointError, load_tokenizer
+from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
+from minibert.run import die
+from minibert.run.folders import resolve_checkpoint, run_kind
+from minibert.run.training import pick_device
+
+
+def checkpoint_folder(path: str) -> str:
+    """--checkpoint as a checkpoint folder: as given, or a run folder's newest checkpoint."""
+    if not os.path.isdir(path):
+        die(f"--checkpoint {path}: no such folder")
+    folder = resolve_checkpoint(path)
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        if run_kind(path) == "pretraining":
+            die(f"--checkpoint {path} is a train_mlm.py run with no checkpoint yet; wait for its first one")
+        die(f"--checkpoint {path} holds no config.json: give a checkpoint folder or a train_mlm.py run folder")
+    return folder
+
+
+def read_texts(texts: list[str]) -> list[str]:
+    """The texts given on the command line, else the non-blank lines of standard input."""
+    if not texts:
+        try:
+            if sys.stdin is None:
+                raise OSError("it is closed")
+            texts = sys.stdin.buffer.read().decode("utf-8-sig").splitlines()
+        except (OSError, UnicodeDecodeError) as e:
+            die(f"cannot read standard input: {getattr(e, 'strerror', None) or e}; give UTF-8 text, one text per line")
+        texts = [t for t in texts if t.strip()]
+    if not texts:
+        die("no text given: pass texts as arguments, or one per line on standard input")
+    return texts
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("texts", nargs="*", help="texts holding [MASK] (default: one per line from standard input)")
+    p.add_argument("--checkpoint", required=True,
+                   help="a masked-LM checkpoint folder (HF's layout), or a train_mlm.py run folder (its newest checkpoint)")
+    p.add_argument("--top-k", type=int, default=5, help="tokens shown for each [MASK] (default: 5)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
+                   help="auto picks cuda, then mps, then cpu (default: auto)")
+    args = p.parse_args(argv)
+    if args.top_k < 1:
+        p.error("--top-k must be at least 1")
+    device = pick_device(args.device)
+    folder = checkpoint_folder(args.checkpoint)
+    try:
+        model, tokenizer = load_masked_lm(folder), load_tokenizer(folder)
+    except (CheckpointError, FileNotFoundError) as e:
+        die(f"cannot load --checkpoint {args.checkpoint}: " + "; ".join(line.strip() for line in str(e).splitlines()))
+    texts = read_texts(args.texts)
+    try:
+        results = fill_mask(model.to(device), tokenizer, texts, k=args.top_k)
+    except FillMaskError as e:
+        die(str(e))
+    for i, (text, masks) in enumerate(zip(texts, results, strict=True)):
+        print(("\n" if i else "") + text)
+        for j, guesses in enumerate(masks):
+            print(f"  mask {j + 1}: " + "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses))
+    return results
+
+
+if __name__ == "__main__":
+    main()

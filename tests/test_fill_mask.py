@@ -1,0 +1,294 @@
+"""Fill-mask: minibert.fill_mask (the library) and fill_mask.py (the command).
+
+The tokenizer is BERT's WordPiece over a fixed 14-token vocabulary ([MASK] = 4; `cats` is
+`cat ##s`); the models are 2-layer, 32-wide BERTs with 16 positions.
+"""
+
+import io
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+import fill_mask as command
+from data.prepare import fetch_minilm
+from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel
+from minibert.fill_mask import FillMaskError, fill_mask
+from minibert.text import SPECIAL_TOKENS
+
+from conftest import assert_close, perturb_, tiny_config
+
+REPO = Path(__file__).resolve().parents[1]
+VOCAB = [*SPECIAL_TOKENS, ".", "a", "the", "cat", "dog", "see", "like", "##s", "##d"]
+TEXTS = ["the [MASK] sees the dogs .",             # one [MASK]
+         "[MASK] cats like the [MASK] .",           # two, in different contexts
+         "a [MASK]",                                # short: padded when batched with the others
+         "the dog sees [MASK] cat [MASK] [MASK] ."]  # three
+LONG = "the cat sees the dog the cats see the dogs . [MASK]"  # 15 tokens + [CLS] and [SEP]
+
+
+def wordpiece() -> Tokenizer:
+    """BERT's tokenizer (lower-cased, [CLS] text [SEP]) with the fixed vocabulary VOCAB."""
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(VOCAB)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return tok
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return wordpiece()
+
+
+def config(tok):
+    return tiny_config(vocab_size=tok.get_vocab_size(), max_position_embeddings=16)
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    """Every parameter perturbed, so that each position has its own, peaked distribution."""
+    torch.manual_seed(0)
+    return perturb_(BertForMaskedLM(config(tok)), scale=0.5).eval()
+
+
+def head_only(tok, logits: dict[str, float]) -> BertForMaskedLM:
+    """A model whose logits are the same at every position: the head's dense layer is zeroed,
+    so h = LayerNorm(GELU(0)) = LayerNorm's bias = 0, and logits = 0 @ E^T + b = b, with
+    b[token] = `logits`' values and 0 for every other token."""
+    m = BertForMaskedLM(config(tok))
+    with torch.no_grad():
+        m.mlm_head.dense.weight.zero_()
+        m.mlm_head.dense.bias.zero_()
+        for token, value in logits.items():
+            m.mlm_head.bias[tok.token_to_id(token)] = value
+    return m
+
+
+def test_probabilities_are_the_softmax_of_the_logits_worked_by_hand(tok):
+    """logits b: ln 6 for `cat`, ln 3 for the piece `##s`, 0 for the other 12 of V = 14 tokens.
+    softmax: Z = 6 + 3 + 12 = 21, so p(cat) = 6/21 = 0.28571 and p(##s) = 3/21 = 0.14286; a
+    piece comes back as the vocabulary entry `##s`, its `##` kept."""
+    assert tok.get_vocab_size() == 14
+    m = head_only(tok, {"cat": math.log(6), "##s": math.log(3)})
+    [[guesses]] = fill_mask(m, tok, ["the [MASK] sees the dogs ."], k=2)
+    assert [g.token for g in guesses] == ["cat", "##s"]
+    assert [g.token_id for g in guesses] == [tok.token_to_id("cat"), tok.token_to_id("##s")]
+    assert_close(torch.tensor([g.probability for g in guesses]), torch.tensor([6 / 21, 3 / 21]), atol=1e-6)
+
+
+def reference(model, tok, text: str, k: int):
+    """Per [MASK] of one text, unbatched: the top k of softmax(the model's own (T, V) logits at
+    that position) as (token ids, probabilities)."""
+    ids = tok.encode(text).ids
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0]  # (T, V)
+    top = [logits[t].softmax(-1).topk(k) for t, i in enumerate(ids) if i == tok.token_to_id("[MASK]")]
+    return [(t.indices.tolist(), t.values) for t in top]
+
+
+def test_every_mask_gets_the_softmax_at_its_own_position_in_order(model, tok):
+    """Each [MASK] of each text gets its own list, left to right, equal to softmax of the model's
+    logits at that position (atol 1e-6); the masks of one text get different answers, so a
+    mix-up of positions or of order shows."""
+    got = fill_mask(model, tok, TEXTS, k=5, batch_size=2)
+    assert [len(masks) for masks in got] == [1, 2, 1, 3]
+    for text, masks in zip(TEXTS, got, strict=True):
+        for guesses, (ids, probs) in zip(masks, reference(model, tok, text, 5), strict=True):
+            assert [g.token_id for g in guesses] == ids
+            assert [g.token for g in guesses] == [tok.id_to_token(i) for i in ids]
+            assert_close(torch.tensor([g.probability for g in guesses]), probs, atol=1e-6, what=text)
+    second = [[g.token_id for g in guesses] for guesses in got[1]]
+    assert second[0] != second[1]
+
+
+def test_batching_and_padding_change_nothing(model, tok):
+    """All four texts in one padded batch (lengths 4 to 11) give what each text alone gives
+    (atol 1e-6): the attention mask keeps padding out of every real position."""
+    together = fill_mask(model, tok, TEXTS, k=5, batch_size=4)
+    alone = [fill_mask(model, tok, [t], k=5, batch_size=1)[0] for t in TEXTS]
+    for a, b in zip(together, alone, strict=True):
+        for ga, gb in zip(a, b, strict=True):
+            assert [g.token for g in ga] == [g.token for g in gb]
+            assert_close(torch.tensor([g.probability for g in ga]), torch.tensor([g.probability for g in gb]),
+                         atol=1e-6)
+
+
+def test_runs_in_eval_mode_and_gives_the_mode_back(model, tok):
+    """A model left in training mode (dropout 0.1) gives the eval-mode answer, and is in training
+    mode again afterwards."""
+    expected = fill_mask(model, tok, TEXTS[:1])
+    model.train()
+    try:
+        assert fill_mask(model, tok, TEXTS[:1]) == expected
+        assert model.training
+    finally:
+        model.eval()
+
+
+def test_refuses_a_text_without_mask_or_too_long_and_never_truncates(model, tok):
+    """No [MASK]; 17 tokens ([CLS] + 15 + [SEP]) for 16 positions, also with a tokenizer set to
+    truncate at 8 and pad to 12 (as a tokenizer.json may come), which must not cut the [MASK] off."""
+    with pytest.raises(FillMaskError, match=r"^text 2 has no \[MASK\] to fill: 'the cat sees the dog \.'$"):
+        fill_mask(model, tok, ["the [MASK] .", "the cat sees the dog ."])
+    assert len(tok.encode(LONG).ids) == 17
+    cutting = wordpiece()
+    cutting.enable_truncation(8)
+    cutting.enable_padding(pad_id=0, length=12)
+    for t in (tok, cutting):
+        with pytest.raises(FillMaskError, match=r"^text 1 is 17 tokens long .* the model's 16 positions"):
+            fill_mask(model, t, [LONG])
+    assert fill_mask(model, cutting, TEXTS) == fill_mask(model, tok, TEXTS)
+
+
+def test_refuses_a_tokenizer_that_does_not_fit(model, tok):
+    """A tokenizer of 14 tokens for a model of 13, one without [MASK], and a bare string for the
+    list of texts (which would be read letter by letter)."""
+    with pytest.raises(FillMaskError, match=r"^the tokenizer \(14 tokens\) does not belong to the model \(13 tokens\)$"):
+        fill_mask(BertForMaskedLM(tiny_config(vocab_size=13, max_position_embeddings=16)), tok, TEXTS)
+    no_mask = Tokenizer(models.WordPiece({t: i for i, t in enumerate(VOCAB) if t != "[MASK]"}, unk_token="[UNK]"))
+    with pytest.raises(FillMaskError, match=r"^the tokenizer has no \[MASK\] token$"):
+        fill_mask(model, no_mask, TEXTS)
+    with pytest.raises(TypeError, match="put a single text in a list"):
+        fill_mask(model, tok, TEXTS[0])
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+
+def parse(out: str) -> list[list[list[tuple[str, float]]]]:
+    """The command's output back into per text, per mask, (token, probability) pairs."""
+    blocks = []
+    for block in out.strip("\n").split("\n\n"):
+        masks = []
+        for line in block.splitlines()[1:]:
+            _, guesses = line.split(": ", 1)
+            masks.append([(g.rsplit(" (", 1)[0], float(g.rsplit(" (", 1)[1].rstrip(")"))) for g in guesses.split("  ")])
+        blocks.append(masks)
+    return blocks
+
+
+def run(*args, stdin=""):
+    return subprocess.run([sys.executable, "fill_mask.py", *args], cwd=REPO, input=stdin, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_command_on_a_minibert_checkpoint(model, tok, tmp_path):
+    """Texts as arguments, --top-k 3: the output holds the texts and the library's guesses at
+    three decimals, in the documented layout."""
+    model.save_pretrained(tmp_path / "ckpt", tokenizer=tok)
+    r = run("--checkpoint", str(tmp_path / "ckpt"), "--top-k", "3", *TEXTS[:2])
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    expected = fill_mask(model, tok, TEXTS[:2], k=3)
+    lines = []
+    for text, masks in zip(TEXTS[:2], expected, strict=True):
+        lines += [text, *(f"  mask {j + 1}: " + "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses)
+                          for j, guesses in enumerate(masks)), ""]
+    assert r.stdout == "\n".join(lines[:-1]) + "\n"
+
+
+def test_command_on_a_transformers_checkpoint_reading_stdin(tok, tmp_path):
+    """A BertForMaskedLM saved by transformers (its tokenizer.json beside it); texts from
+    standard input, one a line, a blank line skipped. The printed guesses are transformers' own:
+    the top 5 of softmax(its logits) at each [MASK], to the 3 printed decimals (atol 5e-4 + 1e-6)."""
+    hf_config = transformers.BertConfig(vocab_size=14, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                        intermediate_size=37, max_position_embeddings=16)
+    torch.manual_seed(0)
+    hf = perturb_(transformers.BertForMaskedLM(hf_config), scale=0.5).eval()
+    hf.save_pretrained(tmp_path / "hf")
+    tok.save(str(tmp_path / "hf" / "tokenizer.json"))
+    r = run("--checkpoint", str(tmp_path / "hf"), stdin="\n".join([TEXTS[1], "", TEXTS[3]]) + "\n")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    printed = parse(r.stdout)
+    assert [len(masks) for masks in printed] == [2, 3]
+    for text, masks in zip([TEXTS[1], TEXTS[3]], printed, strict=True):
+        for guesses, (ids, probs) in zip(masks, reference(hf, tok, text, 5), strict=True):
+            assert [t for t, _ in guesses] == [tok.id_to_token(i) for i in ids]
+            assert_close(torch.tensor([p for _, p in guesses]), probs, atol=5e-4 + 1e-6, what=text)
+
+
+def test_command_takes_a_run_folders_newest_checkpoint(tok, tmp_path, capsys):
+    """In a train_mlm.py run folder, step-000002 is used (its head favours `cat`: p = e^5 / (e^5 + 13)
+    = 148.41 / 161.41 = 0.9195, printed 0.919), not step-000001 (which favours `dog`)."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"kind": "pretraining"}))
+    head_only(tok, {"dog": 5.0}).save_pretrained(run_dir / "checkpoints" / "step-000001", tokenizer=tok)
+    head_only(tok, {"cat": 5.0}).save_pretrained(run_dir / "checkpoints" / "step-000002", tokenizer=tok)
+    command.main(["--checkpoint", str(run_dir), "--top-k", "1", "the [MASK] ."])
+    assert capsys.readouterr().out == "the [MASK] .\n  mask 1: cat (0.919)\n"
+
+
+@pytest.fixture(scope="module")
+def checkpoints(model, tok, tmp_path_factory):
+    """A masked-LM checkpoint, an encoder and a classifier saved by minibert, a transformers
+    BertModel, and a run folder that has no checkpoint yet."""
+    root = tmp_path_factory.mktemp("fill_mask")
+    model.save_pretrained(root / "mlm", tokenizer=tok)
+    BertModel(config(tok)).save_pretrained(root / "encoder", tokenizer=tok)
+    BertForSequenceClassification(config(tok)).save_pretrained(root / "classifier", tokenizer=tok)
+    transformers.BertModel(transformers.BertConfig(vocab_size=14, hidden_size=32, num_hidden_layers=1,
+                                                   num_attention_heads=4, intermediate_size=37)).save_pretrained(root / "hf-encoder")
+    (root / "run").mkdir()
+    (root / "run" / "run.json").write_text(json.dumps({"kind": "pretraining"}))
+    return root
+
+
+class Stdin:
+    def __init__(self, data: bytes):
+        self.buffer = io.BytesIO(data)
+
+
+@pytest.mark.parametrize("folder, texts, stdin, message", [
+    ("mlm", ["the cat ."], None, r"text 1 has no \[MASK\] to fill: 'the cat \.'"),
+    ("mlm", [LONG], None,
+     r"text 1 is 17 tokens long with its special tokens, more than the model's 16 positions"),
+    ("encoder", ["the [MASK] ."], None, r"cannot load --checkpoint .*encoder: .*encoder has no masked-LM head"),
+    ("classifier", ["the [MASK] ."], None, r"classifier has no masked-LM head"),
+    ("hf-encoder", ["the [MASK] ."], None, r"hf-encoder has no masked-LM head"),
+    ("run", ["the [MASK] ."], None, r"--checkpoint .*run is a train_mlm.py run with no checkpoint yet"),
+    ("missing", ["the [MASK] ."], None, r"--checkpoint .*missing: no such folder"),
+    ("mlm", [], b"the [MASK] \xff\n", r"cannot read standard input: 'utf-8' codec can't decode byte 0xff"),
+    ("mlm", [], "closed", r"cannot read standard input: it is closed"),
+    ("mlm", [], b"\n  \n", r"no text given"),
+])
+def test_each_user_error_is_one_line_and_nothing_else(checkpoints, monkeypatch, capsys, folder, texts, stdin, message):
+    """The script stops with SystemExit("error: ..."): Python prints that one line to standard
+    error and exits with status 1. Nothing else reaches standard output or error first."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", None if stdin == "closed" else Stdin(stdin))
+    with pytest.raises(SystemExit) as e:
+        command.main(["--checkpoint", str(checkpoints / folder), *texts])
+    assert isinstance(e.value.code, str) and "\n" not in e.value.code
+    assert e.value.code.startswith("error: ")
+    assert re.search(message, e.value.code), e.value.code
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_checkpoint_without_mlm_head_in_a_real_process(checkpoints):
+    """The same, seen from outside: exit status 1, one line on standard error, nothing on
+    standard output."""
+    r = run("--checkpoint", str(checkpoints / "encoder"), "the [MASK] .")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "has no masked-LM head" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_minilm_a_real_bert_without_mlm_head_is_refused_in_one_line(capsys):
+    """all-MiniLM-L6-v2, a real BertModel saved by transformers, has an encoder and no head."""
+    with pytest.raises(SystemExit) as e:
+        command.main(["--checkpoint", fetch_minilm(), "the [MASK] ."])
+    assert re.fullmatch(r"error: cannot load --checkpoint \S+: \S+minilm has no masked-LM head \(no cls\.predictions\.\* "
+                        r"tensors: an encoder or classifier checkpoint\); fill-mask needs a BertForMaskedLM "
+                        r"checkpoint, such as train_mlm.py writes", e.value.code), e.value.code
+    assert capsys.readouterr() == ("", "")
