@@ -41,7 +41,7 @@ def _corrupt(input_ids, u, probability, mask_id, pool, generator):
     random_ids = pool[pick.to(pool.device)].to(input_ids.device)                       # (B, T)
     to_mask = u < 0.8 * probability                                                    # (B, T)
     to_random = (u >= 0.8 * probability) & (u < 0.9 * probability)                    # (B, T)
-    corrupted = torch.where(to_mask, mask_id, input_ids)                               # (B, T)
+    corrupted = input_ids.masked_fill(to_mask, mask_id)                                # (B, T)
     return torch.where(to_random, random_ids, corrupted)                               # (B, T)
 
 
@@ -130,20 +130,21 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
     # 1. one draw per position; a candidate is selected when its draw is < probability, and a
     #    non-candidate's draw is replaced by one that no probability selects
     u = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)      # (B, T)
-    u = torch.where(candidates, u, NOT_A_CANDIDATE)                                    # (B, T)
+    u = u.masked_fill(~candidates, NOT_A_CANDIDATE)                                    # (B, T)
+    selected = u < probability                                                         # (B, T)
     # 2. a row with candidates but nothing selected gets one target: its candidate with the
     #    lowest draw (a masked argmin, non-candidates holding NOT_A_CANDIDATE), uniform among its
     #    candidates since their draws are then independent and uniform on [p, 1). That draw is
     #    replaced by a fresh one below `probability`, so the target's action stays 80/10/10.
     #    Every row draws one; where() keeps it in the rows that need it only, instead of a
     #    branch on whether such a row exists (a value read on the host).
-    lowest, lowest_col = u.min(dim=1)                                                  # (B,), (B,)
-    needs_one = (lowest >= probability) & (lowest < NOT_A_CANDIDATE)  # (B,) none selected, a candidate
+    needs_one = candidates.any(dim=1) & ~selected.any(dim=1)                           # (B,)
+    lowest_col = u.argmin(dim=1)                                                       # (B,)
     redraw = probability * torch.rand(B, generator=generator, device=dev).to(input_ids.device)  # (B,)
     cols = torch.arange(T, device=input_ids.device)                                    # (T,)
     fix = needs_one[:, None] & (cols[None, :] == lowest_col[:, None])                  # (B, T) <= 1 per row
     u = torch.where(fix, redraw[:, None], u)                                           # (B, T)
-    selected = u < probability                                                         # (B, T)
+    selected = selected | fix                                                          # (B, T)
     # 3. 80 / 10 / 10, and labels from the untouched input
     corrupted = _corrupt(input_ids, u, probability, mask_id, pool, generator)          # (B, T)
     labels = input_ids.masked_fill(~selected, ignore_index)                            # (B, T)
