@@ -68,7 +68,7 @@ def compare(batches, vocab, collator) -> dict[str, float]:
     return {
         "minibert mask_batch": median_tokens_per_s(
             lambda b: mask_batch(b, attention[id(b)], special[id(b)], vocab.mask_id, pool, g, check=False), batches),
-        "mask_batch, checked": median_tokens_per_s(
+        "mask_batch checked": median_tokens_per_s(
             lambda b: mask_batch(b, attention[id(b)], special[id(b)], vocab.mask_id, pool, g,
                                  special_ids=vocab.special_ids), batches),
         "transformers collator": median_tokens_per_s(
