@@ -6,9 +6,12 @@ exercise's per-element loop, on the same 16 x 128 batches of real text (tokens/s
 Two kinds of batch: sentences padded to 128 (~27% real tokens) and packed 128-token blocks
 (what train_mlm.py masks: every position real). The collator is given the special-tokens mask
 (as when the tokenizer returns it) and mask_batch its attention and special masks, so neither
-side re-derives them. The exercise's loop, `random_mask_tokens` as the exercise guide writes it, indexes
-the tensors element by element; it is timed on fewer batches because it is slow. Tokens/s
-counts all B x T positions. A benchmark, not a test.
+side re-derives them. mask_batch is timed as train_mlm.py calls it on every step (check=False,
+the pool checked once beforehand by check_replacement_pool), and once more with check=True and
+special_ids, which reads values on the host on every call. The exercise's loop,
+`random_mask_tokens` as the exercise guide writes it, indexes the tensors element by element;
+it is timed on fewer batches because it is slow. Tokens/s counts all B x T positions. A
+benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import transformers
 from bench.common import packed_inputs, padded_inputs
 from data.prepare import fetch_minilm
 from minibert import IGNORE_INDEX, MaskingVocab, load_tokenizer, mask_batch
+from minibert.masking import check_replacement_pool
 
 
 def exercise_loop(input_ids, vocab_size, mask_token_id, special_tokens=None, mask_prob=0.15):
@@ -59,11 +63,14 @@ def median_tokens_per_s(fn, batches) -> float:
 def compare(batches, vocab, collator) -> dict[str, float]:
     special = {id(b): vocab.special_mask(b) for b in batches}
     attention = {id(b): (b != 0).long() for b in batches}
-    ordinary = torch.tensor(vocab.ordinary_token_ids)
+    pool = check_replacement_pool(vocab.ordinary_tensor, vocab.special_ids, vocab.mask_id)  # once per run
     g = torch.Generator().manual_seed(0)
     return {
         "minibert mask_batch": median_tokens_per_s(
-            lambda b: mask_batch(b, attention[id(b)], special[id(b)], vocab.mask_id, ordinary, g), batches),
+            lambda b: mask_batch(b, attention[id(b)], special[id(b)], vocab.mask_id, pool, g, check=False), batches),
+        "mask_batch checked": median_tokens_per_s(
+            lambda b: mask_batch(b, attention[id(b)], special[id(b)], vocab.mask_id, pool, g,
+                                 special_ids=vocab.special_ids), batches),
         "transformers collator": median_tokens_per_s(
             lambda b: collator.torch_mask_tokens(b.clone(), special_tokens_mask=special[id(b)]), batches),
         "exercise loop": median_tokens_per_s(

@@ -5,6 +5,9 @@ Why not always [MASK] (S9): the model never sees [MASK] when fine-tuned, and if 
 always looked different from their input it could never trust an input token; keeping ~10%
 unchanged, indistinguishable from the rest, makes it predict every position from context.
 The 80/10/10 split is BERT's empirical choice, not a guarantee of anything.
+Value checks (the replacement pool, a batch without candidates) read tensors on the host, so
+they run once per run (check_replacement_pool); the per-step mask_batch(..., check=False) is
+tensor operations of fixed shapes only, which a GPU runs without ever waiting for the host.
 """
 
 from __future__ import annotations
@@ -25,37 +28,27 @@ class MaskingError(ValueError):
 NOT_A_CANDIDATE = 2.0  # a draw no probability in (0, 1] can select
 
 
-def _corrupt(input_ids, u, probability, mask_id, ordinary, generator):
-    """Corrupt the positions whose draw u < probability; returns (corrupted, replacements (R,)).
+def _corrupt(input_ids, u, probability, mask_id, pool, generator):
+    """Corrupt the positions whose draw u < probability; returns corrupted (B, T).
 
     One uniform draw per position does both jobs: given u < p, u / p is again uniform on [0, 1),
     so it picks the action: u < 0.8p -> mask_id (80%), 0.8p <= u < 0.9p -> a random id from
-    `ordinary` (10%), otherwise kept (10%).
+    `pool` (10%), otherwise kept (10%). A random id is drawn for EVERY position and used where
+    the action says so: a fixed (B, T) shape instead of the data-dependent number of random
+    positions, which a GPU would have to report back to the host before drawing.
     """
-    dev = _draw_device(generator)
+    pick = torch.randint(len(pool), u.shape, generator=generator, device=_draw_device(generator))  # (B, T)
+    random_ids = pool[pick.to(pool.device)].to(input_ids.device)                       # (B, T)
     to_mask = u < 0.8 * probability                                                    # (B, T)
-    to_random = ((u >= 0.8 * probability) & (u < 0.9 * probability)).nonzero(as_tuple=True)  # R
-    pick = torch.randint(len(ordinary), (len(to_random[0]),), generator=generator, device=dev)  # (R,)
-    replacements = ordinary[pick.to(ordinary.device)]                                  # (R,)
+    to_random = (u >= 0.8 * probability) & (u < 0.9 * probability)                    # (B, T)
     corrupted = input_ids.masked_fill(to_mask, mask_id)                                # (B, T)
-    corrupted[to_random] = replacements
-    return corrupted, replacements
+    return torch.where(to_random, random_ids, corrupted)                               # (B, T)
 
 
 def _draw_device(generator: torch.Generator | None) -> torch.device:
     """Where random numbers are drawn: the generator's device; the CPU for torch's global
     generator (generator=None, seeded by torch.manual_seed)."""
     return generator.device if generator is not None else torch.device("cpu")
-
-
-def _check_pool(ordinary: torch.Tensor, special_ids, mask_id: int) -> None:
-    """The whole replacement pool against every special id and [MASK]: one isin, no draw."""
-    forbidden = torch.tensor([*special_ids, mask_id], device=ordinary.device)
-    bad = ordinary[torch.isin(ordinary, forbidden)].unique().tolist()
-    if bad:
-        raise MaskingError(f"ordinary_token_ids contains special ids {bad[:10]}: random replacements "
-                           "must never produce a special token; build the pool without them "
-                           "(MaskingVocab.from_tokenizer does)")
 
 
 def _id_tensor(ids, name: str) -> torch.Tensor:
@@ -66,9 +59,29 @@ def _id_tensor(ids, name: str) -> torch.Tensor:
     return t.long()
 
 
+def check_replacement_pool(ordinary_token_ids, special_ids, mask_id: int) -> torch.Tensor:
+    """The pool of random replacements checked once, on the host: returns it as a (V',) long tensor.
+
+    It must be a non-empty 1-D list of ids holding neither [MASK] nor any of `special_ids`
+    (every special id of the tokenizer, MaskingVocab.special_ids), or a random replacement could
+    produce a special token (S27); a MaskingError names the offending ids. The check reads the
+    whole pool (one isin, ~0.2 ms for 30k ids): do it once per run, then call
+    mask_batch(..., check=False) on every step, which reads no value on the host.
+    """
+    pool = _id_tensor(ordinary_token_ids, "ordinary_token_ids")                     # (V',)
+    forbidden = torch.tensor([*special_ids, mask_id], device=pool.device)            # (S + 1,)
+    bad = pool[torch.isin(pool, forbidden)].unique().tolist()
+    if bad:
+        raise MaskingError(f"ordinary_token_ids contains special ids {bad[:10]}: random replacements "
+                           "must never produce a special token; build the pool without them "
+                           "(MaskingVocab.from_tokenizer does)")
+    return pool
+
+
 def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_mask: torch.Tensor,
                mask_id: int, ordinary_token_ids, generator: torch.Generator | None,
-               probability: float = 0.15, ignore_index: int = IGNORE_INDEX, *, special_ids=None):
+               probability: float = 0.15, ignore_index: int = IGNORE_INDEX, *, special_ids=None,
+               check: bool = True):
     """Mask a batch for MLM (S10). Returns (corrupted, labels, attention_mask, selected).
 
     input_ids, attention_mask (1 = real token), special_mask (1 = [CLS]/[SEP]/...): (B, T).
@@ -81,10 +94,17 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
     itself is never modified. All randomness comes from `generator`: same seed, same output;
     generator=None draws from torch's global CPU generator (seed it with torch.manual_seed).
 
-    The pool is checked against [MASK] and the special ids of this batch where replacements
-    are drawn. Give `special_ids` (every special id of the tokenizer, MaskingVocab.special_ids)
-    and the whole pool is checked against them first, so a pool holding e.g. [PAD] is refused
-    even on a batch without padding. Neither check draws a random number.
+    check=True (the default) reads values on the host before anything is drawn: the batch must
+    have a candidate (S23), and the pool goes through check_replacement_pool against [MASK] and
+    `special_ids` if given (every special id of the tokenizer, MaskingVocab.special_ids), else
+    the special ids in this batch, so give `special_ids` to refuse e.g. [PAD] on a batch without
+    padding. On a GPU each of these reads makes the host wait for the device.
+    check=False reads no value: run check_replacement_pool once per run, then mask every step
+    with check=False (and no special_ids). Every operation then has a shape fixed by (B, T)
+    and the pool's length, so the call never waits for the device (give a generator on the
+    device of input_ids) and torch.compile(fullgraph=True) captures it (generator=None there:
+    Dynamo does not trace a torch.Generator object). A batch without any candidate is then not
+    an error: it comes back with no target at all.
     """
     if not (input_ids.shape == attention_mask.shape == special_mask.shape) or input_ids.dim() != 2:
         raise MaskingError(f"input_ids {tuple(input_ids.shape)}, attention_mask "
@@ -92,46 +112,42 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
                            "must be the same (B, T) shape")
     if not 0.0 < probability <= 1.0:
         raise MaskingError(f"probability must be in (0, 1], got {probability}")
-    ordinary = _id_tensor(ordinary_token_ids, "ordinary_token_ids").to(input_ids.device)
-    if special_ids is not None:
-        _check_pool(ordinary, special_ids, mask_id)
-    special = special_mask.bool()
-    candidates = attention_mask.bool() & ~special                             # (B, T)
-    has_candidate = candidates.any(dim=1)                                     # (B,)
-    if not has_candidate.any():
-        raise MaskingError("the batch has no candidate position to mask: every position is "
-                           "padding or a special token")
+    if not check and special_ids is not None:
+        raise MaskingError("special_ids is read only by check=True; with check=False check the pool "
+                           "once with check_replacement_pool")
+    pool = _id_tensor(ordinary_token_ids, "ordinary_token_ids").to(input_ids.device)  # (V',)
+    special = special_mask.bool()                                                      # (B, T)
+    candidates = attention_mask.bool() & ~special                                      # (B, T)
+    if check:
+        if not candidates.any():
+            raise MaskingError("the batch has no candidate position to mask: every position is "
+                               "padding or a special token")
+        forbidden = input_ids[special].unique().tolist() if special_ids is None else special_ids
+        check_replacement_pool(pool, forbidden, mask_id)
 
     B, T = input_ids.shape
     dev = _draw_device(generator)
-    # 1. one draw per position; a candidate is selected when its draw is < probability
-    u = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)   # (B, T)
-    u.masked_fill_(~candidates, NOT_A_CANDIDATE)
-    selected = u < probability                                                       # (B, T)
-    # 2. a row with candidates but nothing selected gets one, uniform among its candidates,
-    #    whose draw is replaced by a fresh one below `probability` (so its action stays
-    #    80/10/10). These extra draws happen only when such a row exists.
-    empty = has_candidate & ~selected.any(dim=1)                                     # (B,)
-    if empty.any():
-        rows = empty.nonzero().squeeze(1)                                            # (E,)
-        r = torch.rand((len(rows), T), generator=generator, device=dev).to(input_ids.device)
-        cols = r.masked_fill(~candidates[rows], -1.0).argmax(dim=1)                  # (E,)
-        redraw = torch.rand(len(rows), generator=generator, device=dev).to(input_ids.device)
-        u[rows, cols] = probability * redraw
-        selected[rows, cols] = True
+    # 1. one draw per position; a candidate is selected when its draw is < probability, and a
+    #    non-candidate's draw is replaced by one that no probability selects
+    u = torch.rand((B, T), generator=generator, device=dev).to(input_ids.device)      # (B, T)
+    u = u.masked_fill(~candidates, NOT_A_CANDIDATE)                                    # (B, T)
+    selected = u < probability                                                         # (B, T)
+    # 2. a row with candidates but nothing selected gets one target: its candidate with the
+    #    lowest draw (a masked argmin, non-candidates holding NOT_A_CANDIDATE), uniform among its
+    #    candidates since their draws are then independent and uniform on [p, 1). That draw is
+    #    replaced by a fresh one below `probability`, so the target's action stays 80/10/10.
+    #    Every row draws one; where() keeps it in the rows that need it only, instead of a
+    #    branch on whether such a row exists (a value read on the host).
+    needs_one = candidates.any(dim=1) & ~selected.any(dim=1)                           # (B,)
+    lowest_col = u.argmin(dim=1)                                                       # (B,)
+    redraw = probability * torch.rand(B, generator=generator, device=dev).to(input_ids.device)  # (B,)
+    cols = torch.arange(T, device=input_ids.device)                                    # (T,)
+    fix = needs_one[:, None] & (cols[None, :] == lowest_col[:, None])                  # (B, T) <= 1 per row
+    u = torch.where(fix, redraw[:, None], u)                                           # (B, T)
+    selected = selected | fix                                                          # (B, T)
     # 3. 80 / 10 / 10, and labels from the untouched input
-    corrupted, drawn = _corrupt(input_ids, u, probability, mask_id, ordinary, generator)
-    # The replacements actually drawn must not be [MASK] or a special id of this batch: cheap
-    # (~1.5% of positions), and a bad pool is reported the first time it yields such an id. A
-    # special id absent from the batch ([PAD] in a batch without padding) is seen only by the
-    # whole-pool check that `special_ids` turns on (~0.2 ms for 30k ids on one CPU core).
-    forbidden = torch.cat([input_ids[special], input_ids.new_tensor([mask_id])])    # (S + 1,)
-    clash = drawn[:, None] == forbidden[None, :]                                    # (R, S + 1)
-    if clash.any():
-        bad = drawn[clash.any(dim=1)].unique().tolist()
-        raise MaskingError(f"ordinary_token_ids contains special ids {bad}: random replacements "
-                           "must never produce a special token")
-    labels = input_ids.masked_fill(~selected, ignore_index)                        # (B, T)
+    corrupted = _corrupt(input_ids, u, probability, mask_id, pool, generator)          # (B, T)
+    labels = input_ids.masked_fill(~selected, ignore_index)                            # (B, T)
     return corrupted, labels, attention_mask, selected
 
 
@@ -179,7 +195,7 @@ def random_mask_tokens(input_ids: torch.Tensor, vocab_size: int, mask_token_id: 
     allowed[special[special < vocab_size]] = False
     allowed[mask_token_id] = False
     ordinary = allowed.nonzero().squeeze(1)                                   # (V',)
-    masked_input_ids, _ = _corrupt(input_ids, u, mask_prob, mask_token_id, ordinary, generator)
+    masked_input_ids = _corrupt(input_ids, u, mask_prob, mask_token_id, ordinary, generator)
     labels = input_ids.masked_fill(~selected, IGNORE_INDEX)
     return masked_input_ids, labels
 
@@ -190,8 +206,9 @@ class MaskingVocab:
 
     special_ids: the tokenizer's special tokens ([PAD], [UNK], [CLS], [SEP], [MASK], ...);
     ordinary_token_ids: every other id, the pool for random replacements.
-    The masker's call: mask_batch(ids, attention, vocab.special_mask(ids), vocab.mask_id,
-    vocab.ordinary_tensor, generator, p, special_ids=vocab.special_ids).
+    The masker's calls: once, pool = check_replacement_pool(vocab.ordinary_tensor,
+    vocab.special_ids, vocab.mask_id); then every step mask_batch(ids, attention,
+    vocab.special_mask(ids), vocab.mask_id, pool, generator, p, check=False).
     """
 
     mask_id: int
@@ -217,5 +234,9 @@ class MaskingVocab:
         return torch.tensor(self.ordinary_token_ids, dtype=torch.long)
 
     def special_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """(B, T) bool: True where input_ids holds a special token."""
-        return torch.isin(input_ids, torch.tensor(self.special_ids, device=input_ids.device))
+        """(B, T) bool: True where input_ids holds a special token. Compared with each id as a
+        Python number: no tensor of ids is copied to the device, a copy the host waits for."""
+        mask = torch.zeros_like(input_ids, dtype=torch.bool)                        # (B, T)
+        for i in self.special_ids:
+            mask |= input_ids == i
+        return mask

@@ -1,4 +1,5 @@
-"""The MLM masker: S8, S10, S11, S21, S23, S24, S26, S27."""
+"""The MLM masker: S8, S10, S11, S21, S23, S24, S26, S27; the per-run pool check and the
+per-step call that reads no value on the host (check=False)."""
 
 import math
 
@@ -9,6 +10,7 @@ from tokenizers.models import WordPiece
 from tokenizers.pre_tokenizers import Whitespace
 
 from minibert import IGNORE_INDEX, MaskingError, MaskingVocab, mask_batch, random_mask_tokens
+from minibert.masking import check_replacement_pool
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 SPECIAL = [PAD, CLS, SEP, MASK]
@@ -78,11 +80,9 @@ def test_s23_no_candidate_raises():
 
 def test_bad_arguments_raise():
     """S10: masks of different shapes, and ordinary_token_ids that is empty, not 1-D, or
-    holds a special id, are clear errors. The pool is checked where it is used: the random
-    replacements drawn are compared with [MASK] and the batch's special ids (cheaper than the
-    whole 30k-id pool on every call), so a pool of only [CLS] or only [MASK] fails as soon as
-    one replacement is drawn (probability=1.0 here: every candidate is selected and ~10% of them
-    get a random id; seeded)."""
+    holds a special id, are clear errors. Without special_ids the whole pool is checked against
+    [MASK] and the special ids found in the batch before anything is drawn, so a pool of only
+    [CLS] or only [MASK] fails on the first call, whether or not a random id would be drawn."""
     ids, attention, special = make_batch(4, 8)
     g = torch.Generator().manual_seed(0)
     with pytest.raises(MaskingError, match="same"):
@@ -91,10 +91,10 @@ def test_bad_arguments_raise():
         mask_batch(ids, attention, special, MASK, [], g)
     with pytest.raises(MaskingError, match="non-empty 1-D"):
         mask_batch(ids, attention, special, MASK, [[4, 5], [6, 7]], g)
-    with pytest.raises(MaskingError, match="special ids"):
-        mask_batch(ids, attention, special, MASK, [CLS], g, probability=1.0)
-    with pytest.raises(MaskingError, match="special ids"):
-        mask_batch(ids, attention, special, MASK, [MASK], g, probability=1.0)
+    with pytest.raises(MaskingError, match=r"special ids \[1\]"):
+        mask_batch(ids, attention, special, MASK, [CLS], g)
+    with pytest.raises(MaskingError, match=r"special ids \[3\]"):
+        mask_batch(ids, attention, special, MASK, [MASK], g)
 
 
 def test_s24_same_seed_same_masking():
@@ -225,23 +225,27 @@ def test_s11_special_tokens_none_protects_nothing():
 
 def test_the_random_stream_is_pinned():
     """`make run` prints the same numbers only if mask_batch draws the same numbers in the same
-    order: 6 rows of 1 or 2 ordinary tokens at 15%, seed 1, exercise all three draws (one per
-    position; the extra pick for the 5 rows that drew no target; the random ids). These outputs
-    were recorded before generator=None and special_ids existed; passing special_ids (a pool
-    check that draws nothing) or the pool as MaskingVocab's cached tensor changes nothing."""
+    order: (6, 5) draws u, one per position; 6 redraws, one per row; (6, 5) random ids. Here
+    6 rows of 1 to 3 ordinary tokens at p = 0.15, seed 1: no candidate draws below 0.15, so
+    every row takes its candidate with the lowest draw (column 1 in each row) and the row's
+    redraw r * 0.15 decides its action, [MASK] below 0.8p = 0.12, random below 0.9p = 0.135:
+    rows 0, 3, 4, 5 redraw 0.0960, 0.0067, 0.0037, 0.0388 -> [MASK]; row 1 redraws 0.1461 ->
+    kept (387); row 2 redraws 0.1245 -> random id 793, the one drawn for (2, 1).
+    The pool check draws nothing: check=False, special_ids, or the pool as MaskingVocab's
+    cached tensor change nothing."""
     ids, attention, special = make_batch(6, 5, seed=1)
     assert ids.tolist() == [[1, 447, 904, 924, 2], [1, 387, 657, 135, 2], [1, 817, 2, 0, 0],
                             [1, 94, 2, 0, 0], [1, 109, 606, 2, 0], [1, 206, 2, 0, 0]]
-    expected = [[1, 3, 904, 924, 2], [1, 977, 657, 135, 2], [1, 159, 2, 0, 0],  # 977, 159: random ids
-                [1, 94, 2, 0, 0], [1, 109, 3, 2, 0], [1, 3, 2, 0, 0]]           # 94: selected, kept
+    expected = [[1, 3, 904, 924, 2], [1, 387, 657, 135, 2], [1, 793, 2, 0, 0],  # 387: kept, 793: random
+                [1, 3, 2, 0, 0], [1, 3, 606, 2, 0], [1, 3, 2, 0, 0]]
     vocab = MaskingVocab(MASK, tuple(SPECIAL), tuple(ORDINARY))
     assert vocab.ordinary_tensor is vocab.ordinary_tensor  # built once
-    for pool, kw in [(ORDINARY, {}), (ORDINARY, {"special_ids": SPECIAL}),
+    for pool, kw in [(ORDINARY, {}), (ORDINARY, {"special_ids": SPECIAL}), (ORDINARY, {"check": False}),
                      (vocab.ordinary_tensor, {"special_ids": vocab.special_ids})]:
         corrupted, _, _, selected = mask_batch(ids, attention, special, MASK, pool,
                                                torch.Generator().manual_seed(1), **kw)
         assert corrupted.tolist() == expected, kw
-        assert selected.nonzero().tolist() == [[0, 1], [1, 1], [2, 1], [3, 1], [4, 2], [5, 1]], kw
+        assert selected.nonzero().tolist() == [[0, 1], [1, 1], [2, 1], [3, 1], [4, 1], [5, 1]], kw
 
 
 def test_generator_none_draws_from_torchs_global_generator():
@@ -270,3 +274,63 @@ def test_a_pool_holding_a_special_id_is_refused_on_a_batch_that_lacks_it():
     with pytest.raises(MaskingError, match=r"special ids \[0\]"):
         mask_batch(ids, attention, special, MASK, [PAD], g, probability=1.0, special_ids=(PAD, CLS, SEP))
     mask_batch(ids, attention, special, MASK, ORDINARY, g, special_ids=SPECIAL)
+
+
+def test_the_pool_is_checked_once_per_run():
+    """check_replacement_pool, the check a training run makes once before its first step, returns
+    the pool as a (V',) long tensor, and refuses a pool holding [MASK] or any special id, naming
+    them, whatever batch comes later; an empty or 2-D pool is refused too."""
+    pool = check_replacement_pool(ORDINARY, SPECIAL, MASK)
+    assert pool.dtype == torch.long and pool.tolist() == ORDINARY
+    with pytest.raises(MaskingError, match=r"special ids \[0, 3\]"):
+        check_replacement_pool([PAD, MASK] + ORDINARY, SPECIAL, MASK)
+    with pytest.raises(MaskingError, match=r"special ids \[3\]"):
+        check_replacement_pool(ORDINARY + [MASK], [PAD, CLS, SEP], MASK)
+    with pytest.raises(MaskingError, match="non-empty 1-D"):
+        check_replacement_pool([], SPECIAL, MASK)
+    with pytest.raises(MaskingError, match="non-empty 1-D"):
+        check_replacement_pool([[4, 5], [6, 7]], SPECIAL, MASK)
+
+
+def test_check_false_reads_nothing_and_masks_alike():
+    """check=False (the per-step call after check_replacement_pool) draws exactly what check=True
+    draws: the same seed gives the same four outputs. It checks no value, so it refuses
+    special_ids (which only a check reads), and a batch without any candidate is no error: no
+    position is selected, every label is ignore_index, the ids come back unchanged."""
+    ids, attention, special = make_batch(32, 16)
+    checked = run(ids, attention, special, seed=5)
+    unchecked = run(ids, attention, special, seed=5, check=False)
+    for x, y in zip(checked, unchecked, strict=True):
+        assert torch.equal(x, y)
+    with pytest.raises(MaskingError, match="special_ids is read only by check=True"):
+        run(ids, attention, special, check=False, special_ids=SPECIAL)
+    corrupted, labels, _, selected = run(ids, torch.zeros_like(attention), special, check=False)
+    assert not selected.any() and (labels == IGNORE_INDEX).all() and torch.equal(corrupted, ids)
+
+
+def test_the_target_given_to_an_empty_row_is_uniform_and_80_10_10():
+    """Rows [CLS] a b c [SEP] at p = 0.01: a row selects nothing with probability 0.99^3 = 97%,
+    and then gets one target, its candidate with the lowest draw. 30,000 rows, so about 29,100
+    such targets and 900 natural ones (30,000 * 3 * 0.01).
+    By symmetry each of the 3 candidate columns holds 1/3 of all targets: n ~ 30,000 targets,
+    sd sqrt((1/3)(2/3)/n) = 0.0027, tolerance 4 sd = 0.011 (always the first candidate would put
+    column 1 at ~0.97). Of all targets 80% become [MASK], 10% a random id, 10% stay: sd
+    sqrt(0.8 * 0.2 / n) = 0.0023 and sqrt(0.1 * 0.9 / n) = 0.0017, 4 sd each. Keeping the row's
+    own draw (>= p, so always 'kept') instead of a fresh one below p would put kept near 0.97.
+    A random draw of the same id (1/996 of the 10%) counts as kept: 1e-4, under 0.1 sd."""
+    B = 30_000
+    ids = torch.randint(4, 1000, (B, 5), generator=torch.Generator().manual_seed(0))
+    ids[:, 0], ids[:, 4] = CLS, SEP
+    special = torch.isin(ids, torch.tensor(SPECIAL))
+    corrupted, _, _, selected = run(ids, torch.ones_like(ids), special, seed=0, probability=0.01)
+    assert (selected.sum(1) >= 1).all() and not selected[:, [0, 4]].any()
+    n = int(selected.sum())
+    share = selected[:, 1:4].sum(0) / n                                               # (3,)
+    assert ((share - 1 / 3).abs() < 4 * math.sqrt((1 / 3) * (2 / 3) / n)).all(), share
+    c, o = corrupted[selected], ids[selected]
+    masked, kept = (c == MASK).float().mean().item(), (c == o).float().mean().item()
+    rand = ((c != MASK) & (c != o)).float().mean().item()
+    sd80, sd10 = math.sqrt(0.8 * 0.2 / n), math.sqrt(0.1 * 0.9 / n)
+    assert abs(masked - 0.8) < 4 * sd80, masked
+    assert abs(rand - 0.1) < 4 * sd10, rand
+    assert abs(kept - 0.1) < 4 * sd10, kept

@@ -8,10 +8,12 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from minibert import IGNORE_INDEX, BertForMaskedLM, mask_batch
-from minibert.masking import max_predictions, target_slots
+from torch.optim.adamw import adamw
 
-from conftest import assert_same_loss_and_grads, perturb_, tiny_config
+from minibert import IGNORE_INDEX, BertForMaskedLM, MaskingVocab, mask_batch
+from minibert.masking import check_replacement_pool, max_predictions, target_slots
+
+from conftest import assert_close, assert_same_loss_and_grads, perturb_, tiny_config
 
 X = IGNORE_INDEX
 
@@ -84,6 +86,75 @@ def test_the_step_compiles_as_one_graph_and_is_not_recompiled():
         expected = eager(x, None, types, labels=slot_labels, target_positions=positions).loss
         assert_same_loss_and_grads(loss, expected, model, eager, atol=1e-6, what=f", batch {seed}")
     assert counter.frame_count == 1, f"{counter.frame_count} graphs: recompiled"
+
+
+def _training_step(model: BertForMaskedLM, vocab: MaskingVocab, pool: torch.Tensor, slots: int, lr: float):
+    """One whole MLM step as train_mlm.py runs it on a device: mask, gather the targets into
+    slots, forward, backward, AdamW update. The masker is the per-step call (check=False, the
+    pool checked once by the caller) with torch's global generator (Dynamo cannot trace a
+    torch.Generator object). The update calls `adamw`, the function AdamW.step runs, directly:
+    AdamW.step itself breaks the graph on purpose (torch/optim/optimizer.py, _use_grad).
+    Gradients start as zeros and are zeroed in place, so they never change from None to a tensor."""
+    params = list(model.parameters())
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    exp_avgs, exp_avg_sqs = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
+    steps = [torch.zeros(()) for _ in params]
+
+    def step(ids, types):                                                    # (B, T) each
+        x, y, _, _ = mask_batch(ids, torch.ones_like(ids), vocab.special_mask(ids), vocab.mask_id, pool,
+                                None, check=False)
+        positions, slot_labels = target_slots(y, slots)                      # (B, P) each
+        loss = model(x, None, types, labels=slot_labels, target_positions=positions).loss
+        loss.backward()
+        with torch.no_grad():
+            adamw(params, [p.grad for p in params], exp_avgs, exp_avg_sqs, [], steps, foreach=False,
+                  amsgrad=False, beta1=0.9, beta2=0.999, lr=lr, weight_decay=0.01, eps=1e-8, maximize=False)
+            for p in params:
+                p.grad.zero_()
+        return loss.detach(), x
+
+    return step
+
+
+def test_masking_and_the_whole_training_step_compile_as_one_graph():
+    """mask_batch(check=False), target_slots, the forward, the backward and the AdamW update of
+    a tiny model (2 layers, 32 wide, B = 4, T = 16) captured by torch.compile(fullgraph=True,
+    dynamic=False) as ONE graph, reused over 4 batches of new ids: a value read on the host
+    anywhere (an .any() branch, a nonzero, a .tolist(), an .item()) is a graph break and fails it;
+    a second graph would be a recompilation. The compiled step draws the same masks as the eager
+    one from the same global seed (aot_eager runs the graph's random ops eagerly), so the masked
+    ids are equal and the losses agree to 1e-6. After the updates every parameter agrees to 1e-6
+    except the attention's key biases: their true gradient is 0 (a shift added to every key score
+    of a query cancels in the softmax), so what each run holds there is rounding noise (~1e-9),
+    which Adam scales up to steps of ~lr, differently in each run; they change no output."""
+    torch._dynamo.reset()
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, use_sdpa=True)
+    model = perturb_(BertForMaskedLM(config)).train()
+    twin = BertForMaskedLM(config).train()
+    twin.load_state_dict(model.state_dict())
+    vocab = MaskingVocab(mask_id=4, special_ids=(0, 1, 2, 3, 4), ordinary_token_ids=tuple(range(5, 99)))
+    pool = check_replacement_pool(vocab.ordinary_tensor, vocab.special_ids, vocab.mask_id)  # once per run
+    counter = CompileCounterWithBackend("aot_eager")
+    with torch._dynamo.config.patch(trace_autograd_ops=True):  # trace loss.backward() into the graph
+        compiled = torch.compile(_training_step(model, vocab, pool, max_predictions(16), 1e-3),
+                                 backend=counter, fullgraph=True, dynamic=False)
+        eager = _training_step(twin, vocab, pool, max_predictions(16), 1e-3)
+        for seed in range(4):
+            g = torch.Generator().manual_seed(seed)
+            ids = torch.randint(5, 99, (4, 16), generator=g)                 # (B, T) packed-style blocks
+            ids[:, 0], ids[:, -1] = 2, 3
+            types = torch.zeros_like(ids)
+            torch.manual_seed(100 + seed)
+            loss, x = compiled(ids, types)
+            torch.manual_seed(100 + seed)
+            expected, expected_x = eager(ids, types)
+            assert torch.equal(x, expected_x), f"batch {seed}: other masks"
+            assert_close(loss, expected, atol=1e-6, what=f"loss, batch {seed}")
+    assert counter.frame_count == 1, f"{counter.frame_count} graphs: recompiled"
+    for (name, p), q in zip(twin.named_parameters(), model.parameters(), strict=True):
+        if not name.endswith("key.bias"):
+            assert_close(q, p, atol=1e-6, what=name)
 
 
 def test_train_mlm_compiled_follows_the_eager_run(tmp_path, corpus):
