@@ -12,7 +12,8 @@ import torch
 from data.prepare import fetch_minilm, labelled_folder
 from minibert import BertForClassification, BertModel, load_tokenizer, random_mask_tokens
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
-from minibert.run.labelled import pad_batch, read_split, split_files, token_ids
+from minibert.run.labelled import read_split, split_files, token_ids
+from minibert.text import pad_batch
 
 
 def exercise_1(minilm: str) -> None:

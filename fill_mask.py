@@ -2,6 +2,7 @@
 
     python fill_mask.py --checkpoint runs/mlm-en "the movie was [MASK] ." "i [MASK] this film ."
     python fill_mask.py --checkpoint runs/mlm-en --top-k 3 < texts.txt     # one text per line
+    python fill_mask.py --checkpoint runs/mlm-en --examples --beside-random-init   # what make run shows
 
 --checkpoint is a checkpoint folder in HF's layout (config.json, model.safetensors or
 pytorch_model.bin, tokenizer.json) that holds a masked-LM head: one written by train_mlm.py or
@@ -18,6 +19,10 @@ softmax over the whole vocabulary at that position, to three decimals:
       mask 1: TOKEN (P)  TOKEN (P)  ...       the first [MASK]'s top-k
       mask 2: TOKEN (P)  TOKEN (P)  ...       the second [MASK]'s, and so on
 
+--examples fills the fixed sentences below (a sentiment slot, a verb's number, a named thing, a
+superlative); --beside-random-init adds, under each mask's line, the same model's guesses before
+any training (its config, weights initialised from seed 0): what pretraining changed.
+
 Every error is one line on standard error, with exit status 1.
 """
 
@@ -27,11 +32,22 @@ import argparse
 import os
 import sys
 
-from minibert import CheckpointError, load_tokenizer
+import torch
+
+from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.run import die
 from minibert.run.folders import resolve_checkpoint, run_kind
 from minibert.run.training import pick_device
+
+
+EXAMPLES = [
+    "the movie was [MASK] .",                              # a sentiment slot: an adjective
+    "the actors [MASK] very good in this film .",         # a verb's number: were
+    "the president of the united [MASK] .",              # a named thing: states
+    "it is one of the [MASK] films i have ever seen .",  # a superlative: best, worst
+    "she [MASK] to the store yesterday .",               # a past-tense verb
+]
 
 
 def checkpoint_folder(path: str) -> str:
@@ -67,6 +83,9 @@ def main(argv=None):
     p.add_argument("--checkpoint", required=True,
                    help="a masked-LM checkpoint folder (HF's layout), or a train_mlm.py run folder (its newest checkpoint)")
     p.add_argument("--top-k", type=int, default=5, help="tokens shown for each [MASK] (default: 5)")
+    p.add_argument("--examples", action="store_true", help="fill the fixed example sentences (with any texts given)")
+    p.add_argument("--beside-random-init", action="store_true",
+                   help="show the same model before training (its config, seed 0) under each mask's line")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="auto picks cuda, then mps, then cpu (default: auto)")
     args = p.parse_args(argv)
@@ -78,16 +97,25 @@ def main(argv=None):
         model, tokenizer = load_masked_lm(folder), load_tokenizer(folder)
     except (CheckpointError, FileNotFoundError) as e:
         die(f"cannot load --checkpoint {args.checkpoint}: " + "; ".join(line.strip() for line in str(e).splitlines()))
-    texts = read_texts(args.texts)
+    texts = (EXAMPLES if args.examples else []) + (args.texts if args.texts or args.examples else read_texts([]))
     try:
         results = fill_mask(model.to(device), tokenizer, texts, k=args.top_k)
+        if args.beside_random_init:
+            torch.manual_seed(0)
+            random_init = fill_mask(BertForMaskedLM(model.config).to(device), tokenizer, texts, k=args.top_k)
     except FillMaskError as e:
         die(str(e))
     for i, (text, masks) in enumerate(zip(texts, results, strict=True)):
         print(("\n" if i else "") + text)
         for j, guesses in enumerate(masks):
-            print(f"  mask {j + 1}: " + "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses))
+            print(f"  mask {j + 1}: " + shown(guesses))
+            if args.beside_random_init:
+                print("    random init: " + shown(random_init[i][j]))
     return results
+
+
+def shown(guesses) -> str:
+    return "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import torch.distributed as dist
 
 from data.prepare import CORPORA, DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
-from minibert.masking import max_predictions, target_slots
+from minibert.masking import check_replacement_pool, max_predictions, target_slots
 from minibert.run import die
 from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, read_json, save_checkpoint,
                                   truncate_metrics, write_json)
@@ -93,8 +93,9 @@ def parse_args(argv=None):
     r.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
                    help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
     r.add_argument("--compile", action="store_true",
-                   help="torch.compile the step as one static graph: the masked positions in fixed slots, no "
-                        "attention mask for blocks without padding, CUDA graphs on a GPU (no gain on the CPUs measured)")
+                   help="torch.compile the step (the same static-shape step as without: targets in fixed slots, "
+                        "no attention mask for blocks without padding) as one graph, with CUDA graphs on a GPU "
+                        "(no gain on the CPUs measured)")
     r.add_argument("--eval-every", type=int, default=200, help="validate every N steps (default: 200)")
     r.add_argument("--log-every", type=int, default=10, help="append training metrics every N steps (default: 10)")
     r.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps (default: 200)")
@@ -449,15 +450,14 @@ def train_step(run: Run, batch: Batch, slots: int, step: int, read_loss: bool) -
         n_micro = is_target[part].sum()
         sync = micro == args.grad_accum - 1 or not run.ddp
         with (contextlib.nullcontext() if sync else run.ddp_model.no_sync()), autocast(run.device, run.amp_dtype):
-            x, y, types = batch.input_ids[part], batch.labels[part], batch.token_type_ids[part]
-            if args.compile:  # static shapes: slots for the targets, no mask where nothing is padding
-                if run.device.type == "cuda":
-                    torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are done with
-                positions, slot_labels = target_slots(y, slots)
-                mask = None if batch.full else batch.attention_mask[part]
-                out = run.train_model(x, mask, types, labels=slot_labels, target_positions=positions)
-            else:
-                out = run.train_model(x, batch.attention_mask[part], types, labels=y, masked_only=True)
+            # static shapes, eager or compiled: the targets in P fixed slots per row, and no attention
+            # mask where nothing is padding; nothing here reads a value back from the device
+            if args.compile and run.device.type == "cuda":
+                torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are done with
+            positions, slot_labels = target_slots(batch.labels[part], slots)             # (b, P) each
+            mask = None if batch.full else batch.attention_mask[part]
+            out = run.train_model(batch.input_ids[part], mask, batch.token_type_ids[part], labels=slot_labels,
+                                  target_positions=positions)
             # this micro-batch's mean -> its share of the global batch's mean; DDP averages
             # gradients over processes, hence the factor `world`
             loss = out.loss * (n_micro / n_global) * world
@@ -526,7 +526,9 @@ def train(run: Run, valid: list[dict]) -> dict:
                                                             blocks.token_type_ids))
     real_per_block = blocks.attention_mask.sum(dim=1)                    # (S,) on the CPU
     full_block = blocks.attention_mask.bool().all(dim=1)                 # (S,) no padding in the block
-    ordinary = run.vocab.ordinary_tensor.to(device)
+    vocab = run.vocab
+    # the replacement pool is checked once here; every step then masks without reading a value
+    pool = check_replacement_pool(vocab.ordinary_tensor, vocab.special_ids, vocab.mask_id).to(device)
     slots = max_predictions(args.seq_len, args.mask_prob)
     # the loss is read from the device only where it is logged; a CPU reads it every step
     read_every = 1 if device.type == "cpu" else args.log_every
@@ -536,8 +538,8 @@ def train(run: Run, valid: list[dict]) -> dict:
         rows = global_batch(blocks, step, run.global_size, args.seed)     # (G,) on the CPU
         on_device = rows.to(device)
         ids, attn = ids_all[on_device], attn_all[on_device]              # (G, T) each
-        x, y, attn, _ = mask_batch(ids, attn, run.vocab.special_mask(ids), run.vocab.mask_id, ordinary,
-                                   run.masker, args.mask_prob, special_ids=run.vocab.special_ids)
+        x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, pool, run.masker,
+                                   args.mask_prob, check=False)
         batch = Batch(x, y, attn, types_all[on_device], bool(full_block[rows].all()))
         lr = run.optimizer.param_groups[0]["lr"]
         done = step + 1

@@ -28,8 +28,9 @@ from minibert.model import init_weights
 from minibert.run import die
 from minibert.run.classification import set_trainable
 from minibert.run.folders import resolve_checkpoint
-from minibert.run.labelled import pad_batch, read_split, split_files, token_ids, truncate
+from minibert.run.labelled import read_split, split_files, token_ids, truncate
 from minibert.run.training import epoch_order, finetuning_optimizer, update
+from minibert.text import pad_batch
 
 # ---- data -----------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .checkpoint import CheckpointError, read_state_dict
-from .labelled import pad_batch
+from .text import pad_batch
 from .model import BertForMaskedLM
 
 MASK = "[MASK]"

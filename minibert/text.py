@@ -117,6 +117,17 @@ def pack_blocks(ids: torch.Tensor, starts: torch.Tensor, seq_len: int,
 # ---- a prepared corpus folder -----------------------------------------------------------------
 
 
+def pad_batch(seqs: list[list[int]], pad_id: int, length: int | None = None):
+    """(input_ids, attention_mask), each (B, T): T is `length`, or the longest row (dynamic padding)."""
+    T = length or max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    return ids, mask
+
+
 def corpus_lines(folder: str, split: str) -> list[str]:
     """The lines of a prepared corpus's pretraining split ("train" or "valid")."""
     with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8") as f:

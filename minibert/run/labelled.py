@@ -13,6 +13,8 @@ import os
 
 import torch
 
+from ..text import pad_batch
+
 
 class InputError(ValueError):
     """A labelled file or folder that cannot be used, said in one line."""
@@ -110,17 +112,6 @@ def token_ids(tokenizer, texts: list[str], max_length: int | None = None) -> lis
 def truncate(ids: list[int], max_length: int) -> list[int]:
     """[CLS] w1 ... wn [SEP] cut to max_length tokens, keeping the final [SEP] (HF's truncation)."""
     return ids if len(ids) <= max_length else ids[:max_length - 1] + ids[-1:]
-
-
-def pad_batch(seqs: list[list[int]], pad_id: int, length: int | None = None):
-    """(input_ids, attention_mask), each (B, T): T is `length`, or the longest row (dynamic padding)."""
-    T = length or max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), T), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.tensor(s)
-        mask[i, :len(s)] = 1
-    return ids, mask
 
 
 def batches(data: dict, batch_size: int, pad_id: int, order=None):
