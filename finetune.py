@@ -36,7 +36,8 @@ from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
 from minibert.run import die
 from minibert.run.baselines import BagOfWords, majority_class
-from minibert.run.classification import HEADS, build_classifier, evaluate, export, logits_of, set_trainable
+from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
+                                         set_trainable)
 from minibert.run.folders import check_run_folder, claim_run_folder, resolve_checkpoint, write_json
 from minibert.run.labelled import InputError, batches, encode, read_split, scores, split_files, token_ids
 from minibert.run.training import epoch_order, finetuning_optimizer, pick_device, update, use_tf32
@@ -231,7 +232,11 @@ def train(args):
     model, pad_id = build_model(args, data, tokenizer)
     lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
-    wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")))
+    new_pooler = method == "frozen" and args.head == "pooler" and not has_pooler(args.checkpoint)
+    if new_pooler:
+        print(f"{args.checkpoint} has no pooler: the new one trains with the classifier, the encoder stays frozen")
+    wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")),
+                            train_pooler=new_pooler)
     model.to(device)
     params = list(model.parameters())
     plan = Plan(method, args.lr if args.lr is not None else DEFAULT_LR[method], wrapped,

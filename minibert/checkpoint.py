@@ -101,6 +101,27 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {path} (found: {found})")
 
 
+def tensor_names(path: str | os.PathLike) -> set[str]:
+    """The HF names of the tensors a checkpoint folder holds, read from the safetensors headers
+    only (a `.bin` checkpoint is read whole)."""
+    from safetensors import safe_open
+
+    path = os.fspath(path)
+    single, index = os.path.join(path, "model.safetensors"), os.path.join(path, "model.safetensors.index.json")
+    files = [single] if os.path.isfile(single) else [os.path.join(path, f) for f in _shard_files(index)] \
+        if os.path.isfile(index) else []
+    if not files:
+        return set(read_state_dict(path))
+    names = set()
+    for file in files:
+        try:
+            with safe_open(file, framework="pt") as f:
+                names |= set(f.keys())
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {_DAMAGED}") from None
+    return names
+
+
 _DAMAGED = "the checkpoint is damaged — re-save or re-download it"
 
 

@@ -55,7 +55,7 @@ def test_early_stopping_keeps_the_best_epoch_and_the_test_split_is_read_once(set
 def test_s17_frozen_encoder_trains_the_head_only(setup, tmp_path):
     """S17: requires_grad is set on the encoder first, then AdamW sees only the head
     (2 labels x 32 + 2 = 66 parameters); after a backward pass no encoder parameter has a
-    gradient; after fine-tuning every encoder tensor equals the checkpoint's."""
+    gradient."""
     model = BertForSequenceClassification(tiny_config(), num_labels=2)
     optimizer, n = configure_model(model, freeze_encoder=True)
     assert n == 66 and sum(p.numel() for g in optimizer.param_groups for p in g["params"]) == 66
@@ -64,13 +64,24 @@ def test_s17_frozen_encoder_trains_the_head_only(setup, tmp_path):
     assert all(p.grad is None for p in model.bert.parameters())
     assert all(p.grad is not None for p in model.classifier.parameters())
 
+
+def test_freeze_encoder_on_an_mlm_checkpoint_trains_the_new_pooler_with_the_head(setup, tmp_path, capsys):
+    """An MLM checkpoint brings no pooler, so `finetune.py --freeze-encoder` trains the new one
+    with the classifier instead of freezing a random tanh layer between [CLS] and the head, and
+    says so: 66 head parameters + the pooler's 32 x 32 + 32 = 1,056 = 1,122 trainable. After
+    fine-tuning every encoder tensor equals the checkpoint's and the pooler has moved from its
+    seeded initialisation."""
     summary = run(setup, tmp_path / "frozen", "--freeze-encoder", "--epochs", "1")
-    assert summary["trainable_params"] == 66
+    assert "has no pooler: the new one trains with the classifier" in capsys.readouterr().out
+    assert summary["trainable_params"] == 1122
     before = BertModel.from_pretrained(setup / "ckpt").state_dict()
     after = BertForSequenceClassification.from_pretrained(summary["model"]).bert.state_dict()
+    torch.manual_seed(0)  # finetune.py's --seed: the head (pooler first) is initialised right after it
+    fresh = BertModel.from_pretrained(setup / "ckpt").state_dict()
     for k, v in before.items():
-        if not k.startswith("pooler"):  # the MLM checkpoint has no pooler: it is new, and frozen
+        if not k.startswith("pooler"):
             assert torch.equal(after[k], v), k
+    assert not torch.equal(after["pooler.weight"], fresh["pooler.weight"])
 
 
 def test_lora_trains_only_adapters_and_merging_keeps_the_logits(batch):

@@ -11,6 +11,7 @@ import shutil
 import torch
 import torch.nn.functional as F
 
+from ..checkpoint import tensor_names
 from ..lora import DEFAULT_TARGETS, add_lora, merge_lora
 from ..model import BertForClassification, BertForSequenceClassification, BertModel
 from .labelled import batches, scores
@@ -37,11 +38,13 @@ def build_classifier(checkpoint: str, head: str, num_labels: int, id2label: dict
 
 
 def set_trainable(model, method: str, lora_rank: int = 0, lora_alpha: float | None = None,
-                  lora_targets: tuple[str, ...] = DEFAULT_TARGETS) -> list[str]:
+                  lora_targets: tuple[str, ...] = DEFAULT_TARGETS, train_pooler: bool = False) -> list[str]:
     """Set requires_grad for one method; returns the module names LoRA wrapped (else []).
 
     full: everything trains. frozen: the encoder (`base_model`, pooler included) is frozen and
-    only the head trains. lora: rank-`lora_rank` adapters on the `lora_targets` Linear layers of
+    only the head trains; `train_pooler` leaves the pooler trainable, for a pooler the checkpoint
+    did not bring (an MLM checkpoint has none: a frozen random tanh layer would stand between
+    [CLS] and the head). lora: rank-`lora_rank` adapters on the `lora_targets` Linear layers of
     the encoder, plus the head, train; every pretrained weight is frozen."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -51,12 +54,20 @@ def set_trainable(model, method: str, lora_rank: int = 0, lora_alpha: float | No
     if method == "frozen":
         for p in encoder.parameters():
             p.requires_grad_(False)
+        if train_pooler and encoder.pooler is not None:
+            for p in encoder.pooler.parameters():
+                p.requires_grad_(True)
     if method != "lora":
         return []
     wrapped = add_lora(encoder, lora_rank, lora_alpha, targets=lora_targets)  # adapters are trainable
     for p in model.classifier.parameters():
         p.requires_grad_(True)
     return wrapped
+
+
+def has_pooler(checkpoint: str) -> bool:
+    """Whether the checkpoint brings pooler weights (an MLM checkpoint does not)."""
+    return any(name.endswith("pooler.dense.weight") for name in tensor_names(checkpoint))
 
 
 def logits_of(model, batch: dict) -> torch.Tensor:
