@@ -441,7 +441,7 @@ def train_step(run: Run, batch: Batch, slots: int, step: int, read_loss: bool) -
     global batch, whatever the number of processes and micro-batches. Returns the training loss
     (read from the device only when `read_loss`, else nan) and the gradient norm (a tensor)."""
     args, world = run.args, run.world
-    is_target = batch.labels != IGNORE_INDEX                                   # (G, T)
+    is_target = batch.labels != IGNORE_INDEX              # (G, T): G = batch size x micro-batches x processes
     n_global = is_target.sum()
     loss_sum = torch.zeros((), dtype=torch.float64, device=run.device)
     for micro in range(args.grad_accum):
@@ -454,7 +454,7 @@ def train_step(run: Run, batch: Batch, slots: int, step: int, read_loss: bool) -
             # mask where nothing is padding; nothing here reads a value back from the device
             if args.compile and run.device.type == "cuda":
                 torch.compiler.cudagraph_mark_step_begin()  # the last replay's outputs are done with
-            positions, slot_labels = target_slots(batch.labels[part], slots)             # (b, P) each
+            positions, slot_labels = target_slots(batch.labels[part], slots)             # (B, P) each
             mask = None if batch.full else batch.attention_mask[part]
             out = run.train_model(batch.input_ids[part], mask, batch.token_type_ids[part], labels=slot_labels,
                                   target_positions=positions)
