@@ -50,7 +50,7 @@ from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, Pea
                                  median_time, std, token_counts)
 from minibert.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.baselines import L2_GRID, BagOfWords
-from minibert.labelled import scores
+from minibert.labelled import label_subsets, scores
 from minibert.training import die, pick_device
 
 SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
@@ -296,13 +296,6 @@ PRETRAINING_SETTINGS = {  # the fine-tuning recipe: epochs over the budget, at l
 }
 QUICK_PRETRAINING = ["--preset", "bert-tiny", "--seq-len", "64", "--max-steps", "20", "--batch-size", "16"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def label_subsets(n_train: int, budgets) -> list[list[int]]:
-    """Nested seeded subsets of the training split (seed 0): each budget's sentences hold every
-    smaller budget's, so the curve adds labels and changes nothing else."""
-    order = torch.randperm(n_train, generator=torch.Generator().manual_seed(0)).tolist()
-    return [sorted(order[:n if n is not None else n_train]) for n in budgets]
 
 
 def subset(task: Task, encoders: list[Encoder], keep: list[int]) -> tuple[Task, list[Encoder]]:
