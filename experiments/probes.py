@@ -143,11 +143,12 @@ def header(prober: Prober, first: str) -> list[str]:
 
 
 def model_cells(prober: Prober, r: dict) -> list[str]:
-    masked = r.get("masked")
+    """A model's cells: (a) and (b) where it has an MLM head, "-" otherwise; (c) [CLS] / mean per budget."""
+    masked = [fmt(r["masked"]["loss"]), fmt(r["masked"]["acc"])] if "masked" in r else ["-", "-"]
     agreement = [fmt(r["agreement"][s]["acc"]) if "agreement" in r else "-" for s in SOURCES]
     frozen = [f"{fmt(r['frozen']['cls'][b]['test_acc'])} / {fmt(r['frozen']['mean'][b]['test_acc'])}"
               for b in prober.subsets]
-    return [fmt(masked and masked["loss"]), fmt(masked and masked["acc"]), *agreement, *frozen]
+    return [*masked, *agreement, *frozen]
 
 
 def baseline_lines(prober: Prober, labels: dict) -> list[list[str]]:
@@ -173,16 +174,20 @@ def baseline_lines(prober: Prober, labels: dict) -> list[list[str]]:
     return lines
 
 
-def pair_table(rows: list[dict], prober: Prober, first: str) -> str:
-    """Agreement by pair: accuracy (items) for each model and the more frequent form."""
-    lines, head = [], None
-    for label, agreement in [*[(r[first], r["agreement"]) for r in rows if "agreement" in r],
-                             *[(f"the more frequent form{f' (tokenizer {i + 1})' if len(prober.baselines) > 1 else ''}",
-                                b["agreement"]) for i, b in enumerate(prober.baselines.values())]]:
-        cells = [(s, p, v) for s, a in agreement.items() for p, v in a["by_pair"].items()]
-        head = head or [first, *[f"{s}: {p} (n={v['n']})" for s, p, v in cells]]
-        lines.append([str(label), *[fmt(v["acc"]) for _, _, v in cells]])
-    return table(head, lines) if head else ""
+def pair_table(labelled: list[tuple[str, dict]]) -> str:
+    """Agreement by pair: each (label, agreement results) row's accuracy on each source's pairs."""
+    cols = [(s, p, v["n"]) for s, a in labelled[0][1].items() for p, v in a["by_pair"].items()]
+    return table(["", *[f"{s}: {p} (n={n})" for s, p, n in cols]],
+                 [[label, *[fmt(a[s]["by_pair"].get(p, {"acc": None})["acc"]) for s, p, _ in cols]]
+                  for label, a in labelled])
+
+
+def agreement_rows(rows: list[dict], prober: Prober, label) -> list[tuple[str, dict]]:
+    """(label, agreement results) of every probed model with an MLM head, then of the more frequent form."""
+    many = len(prober.baselines) > 1
+    return ([(label(r), r["agreement"]) for r in rows if "agreement" in r]
+            + [(f"the more frequent form{f' (tokenizer {i + 1})' if many else ''}", b["agreement"])
+               for i, b in enumerate(prober.baselines.values())])
 
 
 def describe(args, prober: Prober) -> list[str]:
@@ -219,9 +224,10 @@ def checkpoint_mode(args, prober: Prober) -> dict:
     rows = [prober.probe(open_spec(spec, args.seed)) for spec in with_twins(args.checkpoint)]
     labels = prober.label_baselines()
     lines = [[r["name"], *model_cells(prober, r)] for r in rows] + baseline_lines(prober, labels)
+    pairs = agreement_rows(rows, prober, lambda r: r["name"])
     text = "\n".join([f"# probes: {', '.join(args.checkpoint)}", "", *describe(args, prober), "",
-                      table(header(prober, "model"), lines), "", "Agreement by pair:", "",
-                      pair_table(rows, prober, "name")]) + "\n"
+                      table(header(prober, "model"), lines),
+                      *(["", "Agreement by pair:", "", pair_table(pairs)] if pairs else [])]) + "\n"
     results = {"meta": meta(args), "models": rows, "baselines": list(prober.baselines.values()), "labels": labels}
     write(args.out, results, text)
     print(text)
@@ -246,7 +252,7 @@ def run_mode(args, prober: Prober) -> dict:
     text = "\n".join([f"# probes along the run {args.run}", "", *describe(args, prober), "",
                       f"Step 0 is a random init of the run's config and tokenizer (seed {args.seed}).", "",
                       table(header(prober, "step"), lines), "", "Agreement by pair:", "",
-                      pair_table(rows, prober, "step")]
+                      pair_table(agreement_rows(rows, prober, lambda r: f"step {r['step']:,}"))]
                      + (["", f"![probes against the step]({os.path.basename(png)})"] if plotted else [])) + "\n"
     results = {"meta": meta(args), "steps": rows, "baselines": list(prober.baselines.values()), "labels": labels}
     write(args.out, results, text)
@@ -280,12 +286,11 @@ def plot_run(rows: list[dict], prober: Prober, labels: dict, path: str, run: str
     ax.set_ylabel("accuracy, original form vs its partner")
     ax.set_title("(b) agreement: is/are, was/were, has/have, does/do", fontsize=9)
     ax = axes[2]
-    for b, rows_b in prober.subsets.items():
-        for pooling, marker in (("cls", "s"), ("mean", "o")):
-            ax.plot(steps, [r["frozen"][pooling][b]["test_acc"] for r in rows], marker=marker,
-                    label=f"{'[CLS]' if pooling == 'cls' else 'mean'}, {len(rows_b):,} labels")
-        ax.axhline(labels[b]["bow"]["test_acc"], color="gray", linestyle="--" if b == "all" else ":",
-                   label=f"bag-of-words, {len(rows_b):,} labels")
+    for k, (b, rows_b) in enumerate(prober.subsets.items()):  # one colour per label budget
+        for pooling, marker, style in (("cls", "s", "--"), ("mean", "o", "-")):
+            ax.plot(steps, [r["frozen"][pooling][b]["test_acc"] for r in rows], marker=marker, linestyle=style,
+                    color=f"C{k}", label=f"{'[CLS]' if pooling == 'cls' else 'mean'}, {len(rows_b):,} labels")
+        ax.axhline(labels[b]["bow"]["test_acc"], color=f"C{k}", linestyle=":", label=f"bag-of-words, {len(rows_b):,} labels")
     ax.set_ylabel("sentiment test accuracy")
     ax.set_title("(c) logistic regression on frozen features", fontsize=9)
     for ax in axes:
