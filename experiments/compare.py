@@ -50,8 +50,8 @@ from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, Pea
                                  median_time, std, token_counts)
 from minibert.run import die
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
-from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
-from minibert.run.labelled import scores
+from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
+from minibert.run.labelled import label_subsets, scores
 from minibert.run.training import pick_device
 
 SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
@@ -181,15 +181,15 @@ def run_bow(task, seeds, repeats: int):
                              "memory_kind": mem.kind, "iterations": fit.iterations, "max_iterations": BOW_MAX_ITER,
                              "vocab_size": len(fit.model.vocab), "encoder_forward": 0, "encoder_backward": 0,
                              "valid_acc": fit.valid_acc})
-    best = BagOfWords.best([fit for fit, _ in records.values()])
-    bow, rec = best.model, records[best.l2][1]
+    chosen = best([fit for fit, _ in records.values()])
+    bow, rec = chosen.model, records[chosen.l2][1]
     pred = bow.predict(task.test.texts)
     rec.update({f"test_{k}": v for k, v in scores(pred, task.test.labels, 2).items()})
     rec["test_pred"] = pred.tolist()
     texts = [task.test.texts[i % len(task.test.texts)] for i in range(256)]
     rec["predict_256_s"] = median_time(lambda: bow.predict(texts), repeats)
     rec["total_params"] = rec["trainable_params"] = bow.num_params()
-    return best.l2, [rec], {str(l2): round(r[1]["valid_acc"], 3) for l2, r in records.items()}
+    return chosen.l2, [rec], {str(l2): round(r[1]["valid_acc"], 3) for l2, r in records.items()}
 
 
 # ---- rows -----------------------------------------------------------------------------------
@@ -297,13 +297,6 @@ PRETRAINING_SETTINGS = {  # the fine-tuning recipe: epochs over the budget, at l
 }
 QUICK_PRETRAINING = ["--preset", "bert-tiny", "--seq-len", "64", "--max-steps", "20", "--batch-size", "16"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def label_subsets(n_train: int, budgets) -> list[list[int]]:
-    """Nested seeded subsets of the training split (seed 0): each budget's sentences hold every
-    smaller budget's, so the curve adds labels and changes nothing else."""
-    order = torch.randperm(n_train, generator=torch.Generator().manual_seed(0)).tolist()
-    return [sorted(order[:n if n is not None else n_train]) for n in budgets]
 
 
 def subset(task: Task, encoders: list[Encoder], keep: list[int]) -> tuple[Task, list[Encoder]]:

@@ -124,6 +124,14 @@ def batches(data: dict, batch_size: int, pad_id: int, order=None):
         yield {"input_ids": ids, "attention_mask": mask}, data["labels"][rows]
 
 
+def label_subsets(n_train: int, budgets) -> list[list[int]]:
+    """Nested seeded subsets of a training split of n_train rows (seed 0), one per budget (None =
+    every row): each budget's rows hold every smaller budget's, so a curve over the budgets adds
+    labels and changes nothing else."""
+    order = torch.randperm(n_train, generator=torch.Generator().manual_seed(0)).tolist()
+    return [sorted(order[:n if n is not None else n_train]) for n in budgets]
+
+
 def macro_f1(pred: torch.Tensor, gold: torch.Tensor, num_labels: int) -> float:
     """The mean over the labels of F1 = 2 TP / (2 TP + FP + FN); a label never predicted nor present scores 0."""
     scores = []

@@ -1,0 +1,366 @@
+"""Probes of what a pretrained checkpoint has learned, beside its random-init twin and simple
+baselines, on text it never pretrained on (minibert/run/probes.py says what each probe measures):
+
+    python -m experiments.probes --checkpoint runs/mlm-en            # + its random init, baselines
+    python -m experiments.probes --checkpoint runs/mlm-en minilm     # + MiniLM's frozen features (c)
+    python -m experiments.probes --run runs/mlm-en                   # every checkpoint of one run
+    python -m experiments.probes --summary runs/mlm-en               # one line (what `make run` prints)
+
+(a) masked-token loss and accuracy on the validation split, masked as train_mlm.py masks it,
+beside unigram and bigram models counted on the training split; (b) number agreement (is/are,
+was/were, has/have, does/do) on the validation split and on the labelled test sentences, beside
+the more frequent form; (c) a logistic regression on the frozen [CLS] and mean-pooled final
+hidden states of the labelled sentiment sentences, at nested seeded label budgets, beside
+bag-of-words and the majority class.
+
+--checkpoint takes checkpoint or train_mlm.py run folders (a run folder: its newest checkpoint),
+`random:FOLDER` (FOLDER's config and tokenizer, fresh weights from --seed), and `minilm` (the real
+pretrained MiniLM-L6; it has no MLM head, so only (c)). Every checkpoint named gets its random
+twin beside it. --run probes every `checkpoints/step-NNNNNN` of one run, the random init as step
+0, and draws each probe against the step. Both write results.json and report.md (and, for --run,
+probes_vs_step.png) to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
+from experiments.compare import table
+from minibert import BertModel, load_tokenizer
+from minibert.run import die
+from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
+from minibert.run.folders import checkpoints, resolve_checkpoint
+from minibert.run.labelled import InputError, label_subsets, scores
+from minibert.run.probes import (PROBE_L2_GRID, SOURCES, ProbeText, frozen_probes, labelled_splits, load_mlm, random_twin,
+                                 summary, summary_line)
+
+BUDGETS = (1000, None)  # labelled training sentences for (c); None = all of them (8,472)
+
+
+def budget_name(n: int | None) -> str:
+    return "all" if n is None else str(n)
+
+
+def open_spec(spec: str, seed: int) -> dict:
+    """{"name", "spec", "path", "mlm" (a BertForMaskedLM, or None for MiniLM), "encoder", "tokenizer"}."""
+    pretrained = not spec.startswith("random:")
+    folder = spec if pretrained else spec[len("random:"):]
+    if folder == "minilm":
+        if not pretrained:
+            die("random:minilm: MiniLM has no random twin here; name a minibert checkpoint")
+        path = fetch_minilm()
+        return {"name": "MiniLM-L6 (frozen features only)", "spec": spec, "path": path, "mlm": None,
+                "encoder": BertModel.from_pretrained(path, use_sdpa=True, unpad=True).eval(),
+                "tokenizer": load_tokenizer(path)}
+    path = resolve_checkpoint(folder)
+    if not os.path.isfile(os.path.join(path, "config.json")) or not os.path.isfile(os.path.join(path, "tokenizer.json")):
+        die(f"{folder} is neither `minilm` nor a checkpoint folder with config.json and tokenizer.json; "
+            "pretrain one first with `make run` (it writes runs/mlm-en)")
+    mlm = load_mlm(path) if pretrained else random_twin(path, seed)
+    where = os.path.normpath(folder) if path == folder else f"{os.path.normpath(folder)} ({os.path.basename(path)})"
+    name = f"minibert {where}" if pretrained else f"random init ({os.path.normpath(folder)}'s config and tokenizer, seed {seed})"
+    return {"name": name, "spec": spec, "path": path, "mlm": mlm, "encoder": mlm.bert, "tokenizer": load_tokenizer(path)}
+
+
+def with_twins(specs: list[str]) -> list[str]:
+    """Each plain checkpoint followed by its random twin (unless named already); order kept."""
+    out = []
+    for spec in specs:
+        if spec not in out:
+            out.append(spec)
+        if spec != "minilm" and not spec.startswith("random:") and f"random:{spec}" not in specs:
+            out.append(f"random:{spec}")
+    return out
+
+
+class Prober:
+    """Everything the probes of one invocation share: the held-out text per tokenizer, the
+    labelled splits and budgets, and the baselines (computed once)."""
+
+    def __init__(self, args, texts, labels, names):
+        self.args = args
+        self.texts, self.labels, self.label_names = texts, labels, names
+        keep = label_subsets(len(labels["train"]), args.budgets)
+        self.subsets = {budget_name(n): rows for n, rows in zip(args.budgets, keep, strict=True)}
+        self.prepared: dict[str, ProbeText] = {}
+        self.baselines: dict[str, dict] = {}
+
+    def text_for(self, tokenizer) -> ProbeText:
+        key = tokenizer.to_str()
+        if key not in self.prepared:
+            a = self.args
+            self.prepared[key] = ProbeText.build(tokenizer, a.corpus_folder, a.labelled_folder, a.seq_len, a.mask_prob)
+            self.baselines[key] = self.prepared[key].baselines()
+        return self.prepared[key]
+
+    def probe(self, model: dict) -> dict:
+        """(a) and (b) for a model with an MLM head, and (c) for every model."""
+        t0 = time.time()
+        out = {"name": model["name"], "spec": model["spec"], "path": model["path"]}
+        if model["mlm"] is not None:
+            text = self.text_for(model["tokenizer"])
+            out.update(text.mlm_probes(model["mlm"], self.args.device))
+            out["tokenizer"] = list(self.prepared).index(model["tokenizer"].to_str())
+        out["frozen"] = frozen_probes(model["encoder"], model["tokenizer"], self.texts, self.labels, self.subsets,
+                                      max_length=self.args.seq_len, device=self.args.device)
+        out["seconds"] = time.time() - t0
+        print(f"  {model['name']}: {out['seconds']:.0f} s", file=sys.stderr, flush=True)
+        return out
+
+    def label_baselines(self) -> dict:
+        """Bag-of-words at every budget (L2 picked on validation) and the majority class."""
+        out = {}
+        for name, rows in self.subsets.items():
+            train = ([self.texts["train"][i] for i in rows], self.labels["train"][rows])
+            bow = BagOfWords.tuned(train, (self.texts["valid"], self.labels["valid"]), len(self.label_names))
+            test = scores(bow.model.predict(self.texts["test"]), self.labels["test"], len(self.label_names))
+            majority = majority_class(train[1], len(self.label_names))
+            out[name] = {"bow": {"l2": bow.l2, "valid_acc": bow.valid_acc, "test_acc": test["acc"],
+                                 "test_macro_f1": test["macro_f1"], "n_train": len(rows)},
+                         "majority_class": {"label": self.label_names[majority],
+                                            "test_acc": (self.labels["test"] == majority).double().mean().item()}}
+        return out
+
+
+# ---- the table ------------------------------------------------------------------------------------
+
+
+def fmt(x, digits=3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def header(prober: Prober, first: str) -> list[str]:
+    text = next(iter(prober.prepared.values()), None)
+    agreement = [f"agreement, {s}" + (f" (n={len(text.agreement[s][1]):,})" if text else "") for s in SOURCES]
+    frozen = [f"frozen [CLS] / mean, {len(rows):,} labels" for rows in prober.subsets.values()]
+    return [first, "masked-token loss (nats)", "masked-token acc.", *agreement, *frozen]
+
+
+def model_cells(prober: Prober, r: dict) -> list[str]:
+    """A model's cells: (a) and (b) where it has an MLM head, "-" otherwise; (c) [CLS] / mean per budget."""
+    masked = [fmt(r["masked"]["loss"]), fmt(r["masked"]["acc"])] if "masked" in r else ["-", "-"]
+    agreement = [fmt(r["agreement"][s]["acc"]) if "agreement" in r else "-" for s in SOURCES]
+    frozen = [f"{fmt(r['frozen']['cls'][b]['test_acc'])} / {fmt(r['frozen']['mean'][b]['test_acc'])}"
+              for b in prober.subsets]
+    return [*masked, *agreement, *frozen]
+
+
+def baseline_lines(prober: Prober, labels: dict) -> list[list[str]]:
+    """Rows for the baselines: n-gram models and the more frequent form (one set per tokenizer),
+    then bag-of-words and the majority class."""
+    lines = []
+    k = len(SOURCES)
+    blank_frozen = ["-"] * len(prober.subsets)
+    for i, b in enumerate(prober.baselines.values()):
+        which = f" (tokenizer {i + 1})" if len(prober.baselines) > 1 else ""
+        ng = b["ngram"]
+        lines.append([f"unigram, add-one, training split{which}", fmt(ng["unigram"]["loss"]), fmt(ng["unigram"]["acc"]),
+                      *["-"] * k, *blank_frozen])
+        lines.append([f"bigram on the left neighbour, Witten-Bell, training split{which} "
+                      f"(backs off to the unigram on {ng['bigram']['backoff']:.0%} of targets)",
+                      fmt(ng["bigram"]["loss"]), fmt(ng["bigram"]["acc"]), *["-"] * k, *blank_frozen])
+        lines.append([f"the form more frequent in the training split{which}", "-", "-",
+                      *[fmt(a["acc"]) for a in b["agreement"].values()], *blank_frozen])
+    lines.append(["bag-of-words logistic regression", "-", "-", *["-"] * k,
+                  *[fmt(labels[b]["bow"]["test_acc"]) for b in prober.subsets]])
+    lines.append(["majority class", "-", "-", *["-"] * k,
+                  *[fmt(labels[b]["majority_class"]["test_acc"]) for b in prober.subsets]])
+    return lines
+
+
+def pair_table(labelled: list[tuple[str, dict]]) -> str:
+    """Agreement by pair: each (label, agreement results) row's accuracy on each source's pairs."""
+    cols = [(s, p, v["n"]) for s, a in labelled[0][1].items() for p, v in a["by_pair"].items()]
+    return table(["", *[f"{s}: {p} (n={n})" for s, p, n in cols]],
+                 [[label, *[fmt(a[s]["by_pair"].get(p, {"acc": None})["acc"]) for s, p, _ in cols]]
+                  for label, a in labelled])
+
+
+def agreement_rows(rows: list[dict], prober: Prober, label) -> list[tuple[str, dict]]:
+    """(label, agreement results) of every probed model with an MLM head, then of the more frequent form."""
+    many = len(prober.baselines) > 1
+    return ([(label(r), r["agreement"]) for r in rows if "agreement" in r]
+            + [(f"the more frequent form{f' (tokenizer {i + 1})' if many else ''}", b["agreement"])
+               for i, b in enumerate(prober.baselines.values())])
+
+
+def describe(args, prober: Prober) -> list[str]:
+    return [
+        f"`{args.command}` on {time.strftime('%Y-%m-%d')}; torch {torch.__version__}, {args.device}, "
+        f"{torch.get_num_threads()} CPU threads.", "",
+        f"(a) The `{args.corpus}` validation split in blocks of {args.seq_len} tokens, masked as train_mlm.py masks "
+        f"it (--mask-prob {args.mask_prob}, its fixed seed): the model's loss is the valid_loss train_mlm.py prints. "
+        "Unigram: add-one smoothed over the ordinary tokens; bigram: conditioned on the token left of the target as "
+        "the model sees it, Witten-Bell interpolated with that unigram, backing off to it when the neighbour is "
+        "[CLS], [SEP] or [MASK] or was never seen on the left in training; both counted on the training split.",
+        f"(b) Each whole-word is/are, was/were, has/have, does/do in the validation split and in the labelled test "
+        f"sentences, masked alone in its text (cut to {args.seq_len} positions around it): right when the model's "
+        "logit for the original form beats its partner's.",
+        f"(c) Logistic regression on the frozen final hidden states ([CLS]; mean over the real tokens), standardised "
+        f"on the training rows, L2 picked on validation from {list(PROBE_L2_GRID)}, the test split scored once; "
+        f"label budgets are nested seeded subsets of the {len(prober.labels['train']):,} training sentences. "
+        f"Bag-of-words: the same regression on words, L2 from {list(L2_GRID)}. Test accuracy.",
+    ]
+
+
+def write(out: str, results: dict, text: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+# ---- the modes ----------------------------------------------------------------------------------
+
+
+def checkpoint_mode(args, prober: Prober) -> dict:
+    rows = [prober.probe(open_spec(spec, args.seed)) for spec in with_twins(args.checkpoint)]
+    labels = prober.label_baselines()
+    lines = [[r["name"], *model_cells(prober, r)] for r in rows] + baseline_lines(prober, labels)
+    pairs = agreement_rows(rows, prober, lambda r: r["name"])
+    text = "\n".join([f"# probes: {', '.join(args.checkpoint)}", "", *describe(args, prober), "",
+                      table(header(prober, "model"), lines),
+                      *(["", "Agreement by pair:", "", pair_table(pairs)] if pairs else [])]) + "\n"
+    results = {"meta": meta(args), "models": rows, "baselines": list(prober.baselines.values()), "labels": labels}
+    write(args.out, results, text)
+    print(text)
+    return results
+
+
+def run_mode(args, prober: Prober) -> dict:
+    found = checkpoints(args.run)
+    if not found:
+        die(f"--run {args.run}: no checkpoints/step-NNNNNN folder in it; give a train_mlm.py run folder")
+    rows = []
+    twin = prober.probe(open_spec(f"random:{found[-1]}", args.seed))
+    rows.append({**twin, "step": 0})
+    for path in found:
+        rows.append({**prober.probe(open_spec(path, args.seed)), "step": int(os.path.basename(path).split("-")[1])})
+    labels = prober.label_baselines()
+    lines = [[f"{r['step']:,}" + (" (random init)" if r["step"] == 0 else ""), *model_cells(prober, r)] for r in rows]
+    lines += baseline_lines(prober, labels)
+    png = os.path.join(args.out, "probes_vs_step.png")
+    os.makedirs(args.out, exist_ok=True)
+    plotted = plot_run(rows, prober, labels, png, args.run)
+    text = "\n".join([f"# probes along the run {args.run}", "", *describe(args, prober), "",
+                      f"Step 0 is a random init of the run's config and tokenizer (seed {args.seed}).", "",
+                      table(header(prober, "step"), lines), "", "Agreement by pair:", "",
+                      pair_table(agreement_rows(rows, prober, lambda r: f"step {r['step']:,}"))]
+                     + (["", f"![probes against the step]({os.path.basename(png)})"] if plotted else [])) + "\n"
+    results = {"meta": meta(args), "steps": rows, "baselines": list(prober.baselines.values()), "labels": labels}
+    write(args.out, results, text)
+    print(text)
+    print(f"plot: {png}" if plotted else "no plot: matplotlib is not installed")
+    return results
+
+
+def plot_run(rows: list[dict], prober: Prober, labels: dict, path: str, run: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    steps = [r["step"] for r in rows]
+    base = next(iter(prober.baselines.values()))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    ax = axes[0]
+    ax.plot(steps, [r["masked"]["loss"] for r in rows], marker="o", label="model (step 0: random init)")
+    for name, style in (("unigram", ":"), ("bigram", "--")):
+        ax.axhline(base["ngram"][name]["loss"], color="gray", linestyle=style, label=f"{name} (training split)")
+    ax.set_ylabel("masked-token cross-entropy (nats)")
+    ax.set_title("(a) masked-token loss, validation split", fontsize=9)
+    ax = axes[1]
+    for k, source in enumerate(base["agreement"]):
+        line, = ax.plot(steps, [r["agreement"][source]["acc"] for r in rows], marker="o",
+                        label=f"model, {source} (n={base['agreement'][source]['n']:,})")
+        ax.axhline(base["agreement"][source]["acc"], color=line.get_color(), linestyle=":",
+                   label=f"more frequent form, {source}")
+    ax.set_ylabel("accuracy, original form vs its partner")
+    ax.set_title("(b) agreement: is/are, was/were, has/have, does/do", fontsize=9)
+    ax = axes[2]
+    for k, (b, rows_b) in enumerate(prober.subsets.items()):  # one colour per label budget
+        for pooling, marker, style in (("cls", "s", "--"), ("mean", "o", "-")):
+            ax.plot(steps, [r["frozen"][pooling][b]["test_acc"] for r in rows], marker=marker, linestyle=style,
+                    color=f"C{k}", label=f"{'[CLS]' if pooling == 'cls' else 'mean'}, {len(rows_b):,} labels")
+        ax.axhline(labels[b]["bow"]["test_acc"], color=f"C{k}", linestyle=":", label=f"bag-of-words, {len(rows_b):,} labels")
+    ax.set_ylabel("sentiment test accuracy")
+    ax.set_title("(c) logistic regression on frozen features", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("pretraining step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"probes along {run}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def meta(args) -> dict:
+    return {"command": args.command, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "corpus": args.corpus, "seq_len": args.seq_len,
+            "mask_prob": args.mask_prob, "seed": args.seed, "budgets": [budget_name(b) for b in args.budgets]}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--checkpoint", nargs="+", metavar="SPEC",
+                      help="checkpoint or run folders, random:FOLDER, minilm; each folder gets its random twin")
+    mode.add_argument("--run", metavar="FOLDER", help="a train_mlm.py run folder: probe every checkpoint of it")
+    mode.add_argument("--summary", metavar="FOLDER", help="print one line for a checkpoint (or run folder's newest)")
+    p.add_argument("--out", default="runs/probes", help="output folder (default: runs/probes)")
+    p.add_argument("--corpus", default="en", choices=["en", "en-large", "zh"],
+                   help="the pretraining corpus whose validation split is probed (default: en); its labelled set for (c)")
+    p.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
+    p.add_argument("--budgets", default="1000,all",
+                   help="(c): comma-separated numbers of labelled training sentences, `all` for all (default: "
+                        "1000,all); --summary uses the first")
+    p.add_argument("--seq-len", type=int, default=128, help="train_mlm.py's --seq-len: block and window length (default: 128)")
+    p.add_argument("--mask-prob", type=float, default=0.3, help="train_mlm.py's --mask-prob (default: 0.3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random-init twins (default: 0, train_mlm.py's)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"], help="where the models run (default: cpu)")
+    args = p.parse_args(argv)
+    args.command = "python -m experiments.probes " + " ".join(argv if argv is not None else sys.argv[1:])
+    if not 0 < args.mask_prob <= 1:
+        p.error(f"--mask-prob must be in (0, 1], got {args.mask_prob}")
+    if args.seq_len < 5:
+        p.error(f"--seq-len must be at least 5, got {args.seq_len}")
+    try:
+        args.budgets = tuple(None if b.strip() == "all" else int(b) for b in args.budgets.split(","))
+    except ValueError:
+        p.error(f"--budgets {args.budgets}: give numbers or `all`, comma-separated")
+    if len(set(args.budgets)) < len(args.budgets) or any(b is not None and b < 2 for b in args.budgets):
+        p.error(f"--budgets {args.budgets}: each at least 2, none named twice")
+    root = args.data_root or CACHE
+    try:
+        args.corpus_folder = prepare(args.corpus, root=root)
+        args.labelled_folder = labelled_folder("zh" if args.corpus == "zh" else "en", root=root)
+        if args.summary:
+            path = resolve_checkpoint(args.summary)
+            if not os.path.isfile(os.path.join(path, "config.json")):
+                die(f"--summary {args.summary}: not a checkpoint or run folder")
+            line = summary_line(summary(path, args.corpus_folder, args.labelled_folder, args.budgets[0], args.seed,
+                                        args.seq_len, args.mask_prob, args.device))
+            print(line)
+            return line
+        texts, labels, names = labelled_splits(args.labelled_folder)
+        if any(b is not None and b > len(labels["train"]) for b in args.budgets):
+            p.error(f"--budgets: the training split holds {len(labels['train']):,} sentences; use `all` for all of them")
+        prober = Prober(args, texts, labels, names)
+        return checkpoint_mode(args, prober) if args.checkpoint else run_mode(args, prober)
+    except (DataError, InputError) as e:
+        die(str(e))
+
+
+if __name__ == "__main__":
+    main()

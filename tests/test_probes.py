@@ -1,0 +1,238 @@
+"""minibert/run/probes.py and `python -m experiments.probes`: what a checkpoint has learned."""
+
+import json
+import math
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+import train_mlm
+from conftest import assert_close, perturb_, tiny_config
+from data.prepare import CACHE
+from experiments import probes as command
+from minibert import BertConfig, BertForMaskedLM, BertModel, MaskingVocab
+from minibert.run.probes import (AgreementItem, NGramCounts, agreement_input, agreement_margins, agreement_partners,
+                             bigram_probs, continuation_ids, count_ngrams, find_agreement_items, fixed_masking,
+                             linear_probe, majority_form_scores, mean_pool, ngram_scores, sentence_features,
+                             unigram_probs)
+from minibert.text import Blocks
+
+# ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK]; 5, 6, 7 the ordinary words
+HAND_VOCAB = MaskingVocab(mask_id=4, special_ids=(0, 1, 2, 3, 4), ordinary_token_ids=(5, 6, 7))
+
+
+def test_ngram_cross_entropies_by_hand():
+    """Training blocks [CLS] 5 6 5 6 5 [SEP] and [CLS] 7 [SEP] + padding. Ordinary tokens: c(5) = 3,
+    c(6) = 2, c(7) = 1, N = 6, V' = 3, so add-one gives p(5) = 4/9, p(6) = 3/9, p(7) = 2/9.
+    Adjacent ordinary pairs (none across [CLS]/[SEP]): 5->6 twice, 6->5 twice. Context 5: c = 2,
+    one distinct follower (U = 1), so Witten-Bell gives p(6 | 5) = (2 + 1 * 3/9) / (2 + 1) = 7/9,
+    p(5 | 5) = (4/9) / 3 = 4/27, p(7 | 5) = (2/9) / 3 = 2/27 (sum 1); context 7 was never followed
+    by an ordinary token: its row is the unigram.
+
+    Masked input [CLS] M M 5 M 7 M [SEP] with targets 6, 5, 6, 5 at positions 1, 2, 4, 6; the left
+    neighbours are [CLS], [MASK], 5, 7, so only position 4 has a bigram context (backoff 3/4):
+      unigram: -(ln 3/9 + ln 4/9 + ln 3/9 + ln 4/9) / 4 = ln(27/4) / 2 = 0.95477; predicts 5
+               always: right at 2 and 6, accuracy 0.5
+      bigram:  -(ln 3/9 + ln 4/9 + ln 7/9 + ln 4/9) / 4 = 0.74295; predicts 5, 5, 6, 5: accuracy 0.75"""
+    ids = torch.tensor([[2, 5, 6, 5, 6, 5, 3], [2, 7, 3, 0, 0, 0, 0]])
+    counts = count_ngrams(Blocks(ids, torch.zeros_like(ids), (ids != 0).long()), HAND_VOCAB)
+    assert counts.unigram.tolist() == [0, 0, 0, 0, 0, 3, 2, 1]
+    assert_close(unigram_probs(counts), torch.tensor([0, 0, 0, 0, 0, 4 / 9, 3 / 9, 2 / 9], dtype=torch.float64),
+                 atol=1e-12, what="unigram")
+    rows = bigram_probs(counts, torch.tensor([5, 7, 4]))
+    assert_close(rows[0, 5:], torch.tensor([4 / 27, 7 / 9, 2 / 27], dtype=torch.float64), atol=1e-12, what="p(. | 5)")
+    assert_close(rows[1], unigram_probs(counts), atol=1e-12, what="unseen context 7")
+    assert_close(rows[2], unigram_probs(counts), atol=1e-12, what="[MASK] as context")
+    assert_close(rows.sum(dim=1), torch.ones(3, dtype=torch.float64), atol=1e-12, what="row sums")
+
+    masked = {"input_ids": torch.tensor([[2, 4, 4, 5, 4, 7, 4, 3]]),
+              "labels": torch.tensor([[-100, 6, 5, -100, 6, -100, 5, -100]])}
+    s = ngram_scores(counts, masked)
+    assert s["n"] == 4
+    assert s["unigram"]["loss"] == pytest.approx(math.log(27 / 4) / 2, abs=1e-12) and s["unigram"]["acc"] == 0.5
+    bigram = -(math.log(3 / 9) + 2 * math.log(4 / 9) + math.log(7 / 9)) / 4
+    assert s["bigram"]["loss"] == pytest.approx(bigram, abs=1e-12) and s["bigram"]["acc"] == 0.75
+    assert s["bigram"]["backoff"] == 0.75
+
+
+def test_the_validation_masking_is_train_mlms():
+    """fixed_masking gives exactly the targets and corrupted inputs of train_mlm.py's mask_valid
+    (one mask_batch call over the whole split, seed 1234), whatever batch size train_mlm.py cuts it into."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 99, (10, 16), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3
+    blocks = Blocks(ids, torch.zeros_like(ids), torch.ones_like(ids))
+    vocab = MaskingVocab(mask_id=4, special_ids=(0, 1, 2, 3, 4), ordinary_token_ids=tuple(range(5, 99)))
+    ours = fixed_masking(blocks, vocab, 0.3)
+    theirs = train_mlm.mask_valid(blocks, vocab, 3, 0.3)
+    for key in ("input_ids", "labels"):
+        assert torch.equal(ours[key], torch.cat([b[key] for b in theirs])), key
+    assert (ours["labels"] != -100).sum() > 0
+
+
+def hand_tokenizer(words: list[str]) -> Tokenizer:
+    """A WordPiece tokenizer with exactly these words (lower-cased, BERT's pre-tokenizer)."""
+    tok = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok
+
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dogs", "are", "here", "and", "is", "##land", "big",
+         "she", "was", "were", "there", ".", "does", "he", "?", "it"]
+
+
+def test_agreement_items_on_hand_sentences():
+    """The vocabulary has is/are and was/were, `does` without `do`, no has/have: two pairs.
+      "The dogs are here and the island is big."  the dogs are here and the is ##land is big .
+          -> `are` at 2 (partner is), `is` at 8 (partner are); the `is` of `is ##land` (6) is no word
+      "She was there. Does he?"  -> `was` at 1 (partner were); `does` has no partner
+      "it is"  -> `is` at 1, the text's last token
+    4 items. An item's input is [CLS] window [SEP] with the form masked; cut to 6 positions, the
+    window holds 4 tokens: 2 before the masked token and 1 after (positions 6-9 around 8), or, near
+    the start or the end of the text, its first or last 4 (0-3 around 2, 7-10 around 10); a shorter
+    text is kept whole."""
+    tok = hand_tokenizer(WORDS)
+    v = tok.get_vocab()
+    partners = agreement_partners(tok)
+    assert partners == {v["is"]: (v["are"], "is/are"), v["are"]: (v["is"], "is/are"),
+                        v["was"]: (v["were"], "was/were"), v["were"]: (v["was"], "was/were")}
+    assert continuation_ids(tok) == {v["##land"]}
+    texts = [tok.encode(s, add_special_tokens=False).ids
+             for s in ("The dogs are here and the island is big.", "She was there. Does he?", "it is")]
+    items = find_agreement_items(texts, partners, continuation_ids(tok))
+    assert items == [AgreementItem(0, 2, v["are"], v["is"], "is/are"), AgreementItem(0, 8, v["is"], v["are"], "is/are"),
+                     AgreementItem(1, 1, v["was"], v["were"], "was/were"), AgreementItem(2, 1, v["is"], v["are"], "is/are")]
+    def window(text, position):
+        ids, at = agreement_input(texts[text], position, v["[CLS]"], v["[SEP]"], v["[MASK]"], max_length=6)
+        return [tok.id_to_token(i) for i in ids], at
+
+    assert window(0, 8) == (["[CLS]", "is", "##land", "[MASK]", "big", "[SEP]"], 3)
+    assert window(0, 2) == (["[CLS]", "the", "dogs", "[MASK]", "here", "[SEP]"], 3)
+    assert window(0, 10) == (["[CLS]", "##land", "is", "big", "[MASK]", "[SEP]"], 4)
+    assert window(2, 1) == (["[CLS]", "it", "[MASK]", "[SEP]"], 2)
+    assert texts[0][8] == v["is"]  # the text itself is never modified
+
+
+def test_agreement_scores_batched_and_the_more_frequent_form():
+    """The margin logit(original) - logit(partner) of each item is the one read off a forward pass of
+    its own input, whether the items run one by one or padded together (atol 1e-5).
+    The more frequent form, with training counts is 5, are 2, was 1, were 3: it answers `is` and
+    `were`, so of the items are, is, was, is it gets is, is right: 2/4; is/are 2/3, was/were 0/1."""
+    tok = hand_tokenizer(WORDS)
+    v = tok.get_vocab()
+    texts = [tok.encode(s, add_special_tokens=False).ids
+             for s in ("The dogs are here and the island is big.", "She was there. Does he?", "it is")]
+    items = find_agreement_items(texts, agreement_partners(tok), continuation_ids(tok))
+    torch.manual_seed(0)
+    model = perturb_(BertForMaskedLM(tiny_config(vocab_size=len(WORDS)))).eval()
+    one = agreement_margins(model, texts, items, tok, max_length=8, batch_size=1)
+    together = agreement_margins(model, texts, items, tok, max_length=8, batch_size=4)
+    assert_close(together, one, atol=1e-5, what="margins")
+    ids, at = agreement_input(texts[0], 8, v["[CLS]"], v["[SEP]"], v["[MASK]"], max_length=8)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, at]
+    assert_close(one[1], logits[v["is"]] - logits[v["are"]], atol=1e-5, what="margin of item 1")
+
+    unigram = torch.zeros(len(WORDS), dtype=torch.long)
+    unigram[[v["is"], v["are"], v["was"], v["were"]]] = torch.tensor([5, 2, 1, 3])
+    counts = NGramCounts(unigram, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                         torch.zeros(len(WORDS), dtype=torch.bool))
+    s = majority_form_scores(items, counts)
+    assert (s["acc"], s["n"]) == (0.5, 4)
+    assert s["by_pair"] == {"is/are": {"acc": 2 / 3, "right": 2, "n": 3}, "was/were": {"acc": 0.0, "right": 0, "n": 1}}
+
+
+def test_mean_pooling_excludes_padding():
+    """Row 0: states (1, 2), (3, 4) and a padded (100, 100) -> mean (2, 3), the 100s never read;
+    row 1, no padding: (1, 1), (2, 2), (3, 3) -> (2, 2). And a frozen encoder gives each text the
+    same [CLS] and mean vectors padded in a batch as alone (atol 1e-5), in the order given."""
+    h = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]], [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]])
+    assert mean_pool(h, torch.tensor([[1, 1, 0], [1, 1, 1]])).tolist() == [[2.0, 3.0], [2.0, 2.0]]
+    torch.manual_seed(0)
+    encoder = perturb_(BertModel(tiny_config())).eval()
+    seqs = [[2, 10, 11, 12, 13, 3], [2, 20, 3], [2, 30, 31, 3]]
+    together = sentence_features(encoder, seqs, pad_id=0, batch_size=3)
+    for i, s in enumerate(seqs):
+        alone = sentence_features(encoder, [s], pad_id=0)
+        for pooling in ("cls", "mean"):
+            assert_close(together[pooling][i], alone[pooling][0], atol=1e-5, what=f"{pooling} of text {i}")
+
+
+def test_linear_probe_picks_its_penalty_on_validation_not_test():
+    """One feature; training x = -1, -1, -1, 1, 1, 1 with labels 0, 0, 0, 1, 1, 0. With L2 1e-4 the
+    regression follows x (x = 1 -> label 1, 2 of 3); with L2 1e3 its weight is ~0 and it answers
+    the training majority, 0, everywhere. Validation (x = -1, 1; labels 0, 0) prefers 1e3 (accuracy
+    1.0 against 0.5); test (labels 0, 1) would prefer 1e-4. The probe must keep 1e3, and score the
+    test split with it: 0.5."""
+    x = {"train": torch.tensor([[-1.0], [-1.0], [-1.0], [1.0], [1.0], [1.0]]),
+         "valid": torch.tensor([[-1.0], [1.0]]), "test": torch.tensor([[-1.0], [1.0]])}
+    y = {"train": torch.tensor([0, 0, 0, 1, 1, 0]), "valid": torch.tensor([0, 0]), "test": torch.tensor([0, 1])}
+    r = linear_probe(x, y, num_labels=2, l2_grid=(1e-4, 1e3))
+    assert r["l2"] == 1e3 and r["valid_acc"] == 1.0 and r["test_acc"] == 0.5
+    assert r["grid_valid_acc"] == {"0.0001": 0.5, "1000.0": 1.0}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A train_mlm.py-shaped run folder holding two checkpoints (step-000010 and step-000020) of a
+    2-layer, 32-wide BERT on the `en` corpus's own 8,192-word tokenizer (random weights, perturbed
+    by different seeds: no training needed to exercise the command)."""
+    from data.prepare import prepare
+    from minibert.text import corpus_tokenizer
+    tokenizer = corpus_tokenizer(prepare("en", root=CACHE), 8192)
+    run = tmp_path_factory.mktemp("probes") / "run"
+    cfg = BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+    for seed, step in ((0, 10), (1, 20)):
+        torch.manual_seed(0)
+        perturb_(BertForMaskedLM(cfg), seed=seed).save_pretrained(run / "checkpoints" / f"step-{step:06d}",
+                                                                  tokenizer=tokenizer)
+    return run
+
+
+def test_the_command_end_to_end_on_a_tiny_checkpoint(tmp_path, tiny_run, capsys):
+    """--checkpoint RUN probes its newest checkpoint and the random twin it adds; the table holds the
+    model rows and every baseline; the baselines come out as counted (unigram cross-entropy near
+    ln of a few thousand, the bigram below it), every accuracy is in [0, 1], every item is counted
+    the same for every model, and the frozen probes picked their penalty from the grid.
+    --run draws the same probes for each checkpoint (the random init as step 0) and the plot.
+    --summary prints one line."""
+    out = tmp_path / "ckpt"
+    results = command.main(["--checkpoint", str(tiny_run), "--budgets", "40,120", "--out", str(out)])
+    names = [m["name"] for m in results["models"]]
+    assert names[0].startswith("minibert") and "step-000020" in names[0] and names[1].startswith("random init")
+    (base,) = results["baselines"]
+    assert 5 < base["ngram"]["bigram"]["loss"] < base["ngram"]["unigram"]["loss"] < math.log(8192)
+    for m in results["models"]:
+        assert m["masked"]["n"] == base["ngram"]["n"] > 1000
+        for source, a in m["agreement"].items():
+            assert a["n"] == base["agreement"][source]["n"] > 100 and 0 <= a["acc"] <= 1
+        for pooling in ("cls", "mean"):
+            for budget in ("40", "120"):
+                r = m["frozen"][pooling][budget]
+                assert r["n_train"] == int(budget) and r["l2"] in (1e-4, 1e-3, 1e-2, 1e-1) and 0 <= r["test_acc"] <= 1
+    text = (out / "report.md").read_text()
+    for row in ("| minibert", "| random init", "| unigram", "| bigram", "| the form more frequent",
+                "| bag-of-words", "| majority class"):
+        assert row in text, row
+    assert json.loads((out / "results.json").read_text())["models"][0]["name"] == names[0]
+
+    out = tmp_path / "run"
+    results = command.main(["--run", str(tiny_run), "--budgets", "40", "--out", str(out)])
+    assert [r["step"] for r in results["steps"]] == [0, 10, 20]
+    assert results["steps"][2]["masked"] == json.loads((tmp_path / "ckpt" / "results.json").read_text())["models"][0]["masked"]
+    assert (out / "probes_vs_step.png").stat().st_size > 0
+    capsys.readouterr()
+    line = command.main(["--summary", str(tiny_run), "--budgets", "40"])
+    assert capsys.readouterr().out.strip() == line and "\n" not in line and "random init" in line
+
+
+def test_the_command_refuses_what_it_cannot_probe(tmp_path):
+    """A folder that is no checkpoint, a run folder without checkpoints, and bad budgets: one line, no traceback."""
+    for bad in (["--checkpoint", str(tmp_path)], ["--run", str(tmp_path)], ["--summary", str(tmp_path)],
+                ["--checkpoint", "minilm", "--budgets", "ten"], ["--checkpoint", "minilm", "--budgets", "1"],
+                ["--checkpoint", "minilm", "--budgets", "9000"]):
+        with pytest.raises(SystemExit):
+            command.main([*bad, "--out", str(tmp_path / "out")])
