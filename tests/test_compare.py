@@ -1,7 +1,6 @@
 """experiments/compare.py: the controlled comparisons of S29-S32."""
 
 import json
-import math
 
 import pytest
 import torch
@@ -156,13 +155,21 @@ def test_the_learning_rate_rule_and_one_test_scoring_per_configuration():
 
 
 def test_label_budgets_are_nested_seeded_subsets():
-    """The curve adds labels and changes nothing else: with seed 0's permutation of 10 indices,
-    the 3-, 6- and all-10 subsets are its first 3, first 6 and all indices (sorted), so each
-    holds the one before."""
-    order = torch.randperm(10, generator=torch.Generator().manual_seed(0)).tolist()
-    small, mid, full = compare.label_subsets(10, (3, 6, None))
-    assert small == sorted(order[:3]) and mid == sorted(order[:6]) and full == list(range(10))
-    assert set(small) <= set(mid) <= set(full)
+    """The curve adds labels and changes nothing else. For 100 training rows and budgets 10, 40
+    and all (None): exactly 10, 40 and 100 row indices, each list sorted without repeats, `all`
+    being every row; the 10 lie within the 40, which lie within all. The rows are fixed: asking
+    again, asking in the other order, or asking for 40 alone gives the same 40 (a budget's rows
+    do not depend on which other budgets are run). They are a shuffle, not the file's first rows
+    (a file may be ordered by label or source). Balance between labels is not required."""
+    small, mid, full = compare.label_subsets(100, (10, 40, None))
+    assert [len(small), len(mid)] == [10, 40] and full == list(range(100))
+    for rows in (small, mid):
+        assert rows == sorted(set(rows)) and set(rows) <= set(full)
+    assert set(small) <= set(mid)
+    assert compare.label_subsets(100, (10, 40, None)) == [small, mid, full]
+    assert compare.label_subsets(100, (40, 10)) == [mid, small]
+    assert compare.label_subsets(100, (40,)) == [mid]
+    assert small != list(range(10)) and mid != list(range(40))
 
 
 def test_a_random_init_encoder_keeps_the_config_and_tokenizer_but_not_the_weights(small_task, tiny_checkpoint):
@@ -184,13 +191,66 @@ def test_a_random_init_encoder_keeps_the_config_and_tokenizer_but_not_the_weight
     assert torch.equal(a[key], b[key]) and not torch.equal(a[key], c[key]) and not torch.equal(a[key], saved[key])
 
 
+def assert_scores_recomputed(rows, run, task):
+    """Every score of the pretraining study's quick table (budgets 32 and 96, 2 seeds, 96 test
+    rows) against a computation of its own, so that no row can land anywhere in [0, 1] unnoticed.
+    `run(encoder, n_labels, seed)` is a fine-tuning run's saved record.
+      majority class: the label more frequent among the budget's training rows (0 on a tie) is
+        predicted for every test row; c of the 96 carry it, so accuracy c / 96 and macro-F1
+        (2c / (2c + (96 - c)) + 0) / 2 = c / (96 + c) (the other label has no true positive).
+      bag-of-words: refitted here on the budget's rows (the penalty tuned on validation; zeros
+        init and full-batch L-BFGS, so deterministic): the same penalty and test accuracy.
+      fine-tuned rows: the mean over the 2 seeds of the share of the run's 96 saved test
+        predictions that equal the test labels, after the hand-computed number of updates:
+        1 epoch of batches of 16 but at least 4, so max(4, 32/16 = 2) = 4 at 32 labels and
+        max(4, 96/16 = 6) = 6 at 96.
+    Accuracies are multiples of 1/96 (1/192 = 0.0052 for a mean over 2 seeds), computed in
+    float32 (within 1e-7 of the fraction): abs 1e-6 notices a single prediction of difference."""
+    gold = task.test.labels.tolist()
+    assert len(gold) == 96 and sorted({r["n_labels"] for r in rows}) == [32, 96]
+    for keep, n in zip(compare.label_subsets(len(task.train.texts), (32, 96)), (32, 96)):
+        train_labels = task.train.labels[keep].tolist()
+        majority = 0 if train_labels.count(0) >= train_labels.count(1) else 1
+        c = gold.count(majority)
+        bow = BagOfWords.tuned(([task.train.texts[i] for i in keep], task.train.labels[keep]),
+                               (task.valid.texts, task.valid.labels), 2)
+        bow_acc = sum(p == g for p, g in zip(bow.model.predict(task.test.texts).tolist(), gold)) / 96
+        for r in rows:
+            if r["n_labels"] != n:
+                continue
+            if r["encoder"] == "majority class":
+                assert r["test_acc_mean"] == pytest.approx(c / 96, abs=1e-6), (r, c)
+                assert r["test_f1_mean"] == pytest.approx(c / (96 + c), abs=1e-6), (r, c)
+            elif r["encoder"] == "bag-of-words":
+                assert r["chosen"] == f"l2 {bow.l2:g}" and r["test_acc_mean"] == pytest.approx(bow_acc, abs=1e-6), r
+            else:
+                runs = [run(r["encoder"], n, seed) for seed in (0, 1)]
+                accs = [sum(p == g for p, g in zip(rec["test_pred"], gold, strict=True)) / 96 for rec in runs]
+                assert r["test_acc_mean"] == pytest.approx(sum(accs) / 2, abs=1e-6), (r, accs)
+                assert r["updates"] == {32: 4, 96: 6}[n], r
+
+
+def test_pretraining_study_scores_every_row_on_its_splits(tiny_checkpoint):
+    """The pretraining study's table with its quick settings and the tiny encoder, every score
+    recomputed by assert_scores_recomputed (the splits: the whole training split to draw the
+    budgets from, 64 validation rows, 96 test rows)."""
+    settings = compare.PRETRAINING_SETTINGS["quick"]
+    task = Task.load(10 ** 9, settings["n_valid"], settings["n_test"])
+    rows, runs = compare.pretraining_study(task, [Encoder.open(tiny_checkpoint, task)], settings, [0, 1], "cpu")
+    assert len(rows) == 6  # bag-of-words, the encoder and the majority class at each budget
+    saved = {f"{name}-seed{rec['seed']}": rec for name, rec in runs}
+    assert_scores_recomputed(rows, lambda encoder, n, seed: saved[f"{encoder}-{n}-seed{seed}"], task)
+
+
 @pytest.mark.slow
 def test_quick_pretraining_study_builds_its_checkpoint_and_reports_every_row(tmp_path):
     """`pretraining --quick` from nothing: it pretrains a bert-tiny for 20 steps (train_mlm.py),
     then fine-tunes it and its random-init twin at 32 and 96 labels, beside bag-of-words and the
     majority class (and MiniLM when its weights are already fetched). Every row has accuracy and
     macro-F1 at every budget, each neural rate comes from the shared grid, the report holds the
-    three tables and the difference row, and the label curve is drawn."""
+    three tables and the difference row, and the label curve is drawn. Every score is recomputed
+    (assert_scores_recomputed) from the saved runs on the study's splits (64 validation rows, 96
+    test rows, the whole training split to draw the budgets from)."""
     rows = compare.main(["pretraining", "--quick", "--out", str(tmp_path)])
     out = tmp_path / "pretraining"
     assert (out / "quick-mlm" / "summary.json").is_file()
@@ -200,11 +260,15 @@ def test_quick_pretraining_study_builds_its_checkpoint_and_reports_every_row(tmp
     for model in models:
         assert sorted(r["n_labels"] for r in rows if r["encoder"] == model) == [32, 96], model
     for r in rows:
-        assert 0 <= r["test_acc_mean"] <= 1 and 0 <= r["test_f1_mean"] <= 1
         if r["encoder"] not in ("bag-of-words", "majority class"):
             assert r["seeds"] == 2 and float(r["chosen"].split()[1]) in compare.PRETRAINING_LR_GRID
             assert set(r["grid_valid_acc"]) == {str(lr) for lr in compare.PRETRAINING_LR_GRID}
-            assert r["updates"] == max(4, math.ceil(r["n_labels"] / 16))
+
+    def saved_run(encoder, n_labels, seed):
+        name = f"{encoder}-{n_labels}-seed{seed}".replace(" ", "_").replace("/", "_")
+        return json.loads((out / "runs" / f"{name}.json").read_text())
+
+    assert_scores_recomputed(rows, saved_run, Task.load(10 ** 9, 64, 96))
     text = (out / "report.md").read_text()
     for title in ("Test accuracy", "Test macro-F1", "Chosen on validation", "Pretrained minus random init"):
         assert title in text

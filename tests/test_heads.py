@@ -130,18 +130,25 @@ def test_sequence_classification_loss_by_hand(batch):
     assert_close(out.loss, HAND_LOSS_101, atol=1e-6, what="loss")
 
 
-def test_classifier_dropout_acts_in_train_mode_only(batch):
-    """classifier_dropout p = 0.25 (the encoder keeps hidden dropout 0.1). In train mode each of
-    the 3 x 32 = 96 units of the pooled vector reaching the classifier is either 0 (dropped) or
-    pooled / (1 - p) = pooled * 4/3 = 1.3333333 * pooled (inverted dropout: 3/4 * 4/3 = 1 keeps
-    the mean). The dropped fraction is ~0.25 with sd sqrt(0.25 * 0.75 / 96) = 0.0442; 4 sd
-    puts it in (0.073, 0.427). A classifier that used hidden_dropout_prob 0.1 instead would
-    scale by 1/0.9 = 1.1111111 and fail the atol 1e-6 check.
+@pytest.mark.parametrize("overrides, p, low, high", [
+    (dict(classifier_dropout=0.25), 0.25, 0.073, 0.427),
+    (dict(classifier_dropout=None, hidden_dropout_prob=0.3), 0.3, 0.113, 0.487),
+], ids=["explicit-0.25", "none-means-hidden-0.3"])
+def test_classifier_dropout_acts_in_train_mode_only(batch, overrides, p, low, high):
+    """The classifier's dropout p is classifier_dropout, or hidden_dropout_prob when that is None
+    (HF's rule): explicit p = 0.25 (the encoder keeps hidden dropout 0.1); None with hidden
+    dropout 0.3 gives p = 0.3. In train mode each of the 3 x 32 = 96 units of the pooled vector
+    reaching the classifier is either 0 (dropped) or pooled / (1 - p) (inverted dropout: the mean
+    is kept): 4/3 = 1.3333333 for 0.25, 10/7 = 1.4285714 for 0.3. The dropped fraction is ~p
+    with sd sqrt(p (1 - p) / 96): 0.0442 for 0.25, so 4 sd puts it in (0.073, 0.427); 0.0468 for
+    0.3, so (0.113, 0.487). A classifier that used another rate (hidden 0.1 for the explicit
+    value, 0 or the attention dropout 0.1 for None) would scale by 1, or by 1/0.9 = 1.1111111,
+    and fail the atol 1e-6 check; with p = 0 it would also drop nothing.
     Both tensors are the model's own, from the same forward (hooks on bert and classifier).
     torch.manual_seed(0) twice: equal logits; seeds 0 and 1: different logits. Eval mode: the
     classifier's input IS the pooled vector and any two forwards agree, whatever the seed."""
     ids, mask, types = batch
-    model = perturb_(BertForSequenceClassification(tiny_config(classifier_dropout=0.25), num_labels=2))
+    model = perturb_(BertForSequenceClassification(tiny_config(**overrides), num_labels=2))
 
     def forward(seed):
         torch.manual_seed(seed)
@@ -152,9 +159,9 @@ def test_classifier_dropout_acts_in_train_mode_only(batch):
     model.train()
     logits0, pooled, classifier_in = forward(0)
     kept = classifier_in != 0
-    assert_close(classifier_in[kept], pooled[kept] * (4 / 3), atol=1e-6, what="kept units x 1/(1-p)")
+    assert_close(classifier_in[kept], pooled[kept] / (1 - p), atol=1e-6, what="kept units x 1/(1-p)")
     dropped = 1 - kept.float().mean().item()
-    assert 0.073 < dropped < 0.427, dropped
+    assert low < dropped < high, dropped
     again, _, _ = forward(0)
     other, _, _ = forward(1)
     assert torch.equal(again, logits0)

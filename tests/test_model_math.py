@@ -35,14 +35,36 @@ def test_s1_embeddings_are_summed_then_layer_normed():
     assert_close(out, torch.tensor([[[-1.0, 1.0]]]), atol=1e-6, what="LayerNorm(sum)")
 
 
-def test_s1_widths_must_match_and_the_sum_does_not_split_back():
-    """S1: parts of different widths are an error, never broadcast; (1,0)+(0.5,0.5)+(-0.5,1)
-    and (0,0)+(1,1)+(0,0.5) give the same (1, 1.5), so the parts cannot be recovered."""
+def test_s1_widths_must_match():
+    """S1: parts of different widths are an error, never broadcast."""
     with pytest.raises(ValueError, match="share one width"):
         sum_embeddings(torch.zeros(1, 3, 2), torch.zeros(1, 3, 2), torch.zeros(3, 1))
-    a = sum_embeddings(torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]), torch.tensor([-0.5, 1.0]))
-    b = sum_embeddings(torch.tensor([0.0, 0.0]), torch.tensor([1.0, 1.0]), torch.tensor([0.0, 0.5]))
-    assert torch.equal(a, b) and torch.equal(a, torch.tensor([1.0, 1.5]))
+
+
+def test_s1_the_model_cannot_split_the_sum_back():
+    """S1: the model sees only the sum, so two decompositions with one sum look identical to it.
+    On the model's own embedding tables (C = 4):
+      position 0: token 7 (1, 0, 2, 0) + segment A (0.5, 0.5, 0, 1) + position (-0.5, 1, 0, 0.25)
+      position 1: token 8 (0, 0, 0, 0) + segment B (1, 1, 1, 1)     + position (0, 0.5, 1, 0.25)
+    both sum to (1, 1.5, 2, 1.25) (all dyadic: exact in float32). The input [7, 8] with segments
+    [A, B] therefore gives the same embedding output at both positions, exactly, and every later
+    layer treats the two positions alike: their last hidden states agree (atol 1e-6; only the
+    rows' place in a matmul differs). A sum that dropped or weighted a part would tell them
+    apart even after LayerNorm (which forgets only a shift and a scale): without positions
+    (1.5, 0.5, 2, 1) against (1, 1, 1, 1); without segments (0.5, 1, 2, 0.25) against
+    (0, 0.5, 1, 0.25); positions counted twice (0.5, 2.5, 2, 1.5) against (1, 2, 3, 1.5)."""
+    model = perturb_(BertModel(tiny_config(hidden_size=4, num_attention_heads=2))).eval()
+    emb = model.embeddings
+    with torch.no_grad():
+        emb.word_embeddings.weight[7] = torch.tensor([1.0, 0.0, 2.0, 0.0])
+        emb.word_embeddings.weight[8] = torch.tensor([0.0, 0.0, 0.0, 0.0])
+        emb.token_type_embeddings.weight[:2] = torch.tensor([[0.5, 0.5, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+        emb.position_embeddings.weight[:2] = torch.tensor([[-0.5, 1.0, 0.0, 0.25], [0.0, 0.5, 1.0, 0.25]])
+        ids, types = torch.tensor([[7, 8]]), torch.tensor([[0, 1]])
+        x = emb(ids, types)                                     # (1, 2, C)
+        h = model(ids, token_type_ids=types).last_hidden_state  # (1, 2, C)
+    assert torch.equal(x[0, 0], x[0, 1])
+    assert_close(h[0, 0], h[0, 1], atol=1e-6, what="last hidden state, positions 0 and 1")
 
 
 GELU_AT = torch.tensor([-1.0, 0.0, 1.0, 2.0], dtype=torch.float64)

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minibert import IGNORE_INDEX, BertForMaskedLM, BertForSequenceClassification
+from minibert import IGNORE_INDEX, BertForMaskedLM, BertForSequenceClassification, BertModel
 from minibert.unpad import RealTokens
 
 from conftest import assert_close, assert_same_loss_and_grads, perturb_, tiny_config
@@ -33,7 +33,7 @@ def test_unpad_gives_the_same_numbers_and_gradients(batch, use_sdpa):
     positions are real. Against the padded reference path, in training mode with dropout 0:
     hidden states at real positions, the pooled output, the classification loss, the sparse
     MLM loss and EVERY parameter's gradient agree (atol 1e-5: only the matmul shapes differ);
-    padding positions come back as exactly 0. A batch without padding takes the padded path."""
+    padding positions come back as exactly 0."""
     ids, mask, types = (F.pad(t, (0, 6)) for t in batch)
     tokens = RealTokens.from_mask(mask)
     assert tokens.rows.numel() == 26 and tokens.T == 10
@@ -56,5 +56,30 @@ def test_unpad_gives_the_same_numbers_and_gradients(batch, use_sdpa):
             lr = ref(ids, mask, types, labels=labels, masked_only=True).loss
             lf = fast(ids, mask, types, labels=labels, masked_only=True).loss
         assert_same_loss_and_grads(lf, lr, fast, ref, atol=1e-5)
-    full = torch.ones_like(mask)
-    assert torch.equal(fast.bert(ids, full, types).last_hidden_state, ref.bert(ids, full, types).last_hidden_state)
+
+
+def test_the_fast_path_runs_only_where_it_can_help(batch, monkeypatch):
+    """BertModel.forward takes forward_unpadded only when unpad=True, a mask is given, some
+    position is padding and no attention probabilities are asked for (the fast path has no
+    (B, H, T, T) grid to return). Counted by wrapping the method: the fixture's batch (row 1
+    padded from column 6) takes it once; the same batch with an all-ones mask, with no mask,
+    with output_attentions=True, or with unpad=False takes the padded path (0 calls). Each
+    forward still returns a hidden state of shape (3, 10, 32)."""
+    ids, mask, types = batch
+    calls = []
+    original = BertModel.forward_unpadded
+    monkeypatch.setattr(BertModel, "forward_unpadded",
+                        lambda self, *args: calls.append(args[1]) or original(self, *args))
+    fast, ref = BertModel(tiny_config(unpad=True)).eval(), BertModel(tiny_config()).eval()
+
+    def fast_path_calls(model, *args, **kwargs):
+        calls.clear()
+        with torch.no_grad():
+            assert model(*args, **kwargs).last_hidden_state.shape == (3, 10, 32)
+        return len(calls)
+
+    assert fast_path_calls(fast, ids, mask, types) == 1 and torch.equal(calls[0], mask)
+    assert fast_path_calls(fast, ids, torch.ones_like(mask), types) == 0
+    assert fast_path_calls(fast, ids, None, types) == 0
+    assert fast_path_calls(fast, ids, mask, types, output_attentions=True) == 0
+    assert fast_path_calls(ref, ids, mask, types) == 0
