@@ -249,6 +249,8 @@ def train(args):
     the test split is scored once with the best checkpoint, beside the baselines."""
     torch.manual_seed(args.seed)
     args.checkpoint = resolve_checkpoint(args.checkpoint)
+    if not os.path.isdir(args.checkpoint):
+        die(f"--checkpoint {args.checkpoint}: no such folder; give a checkpoint folder or a train_mlm.py run folder")
     device = pick_device(args.device)
     use_tf32(device, args.tf32)
     inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")

@@ -372,9 +372,9 @@ def set_up(args) -> Run:
         valid_blocks = corpus_blocks(folder, tokenizer, "valid", args.seq_len)
     except (DataError, ValueError) as e:
         die(str(e))
-    except OSError as e:
-        die(f"cannot read the prepared corpus {os.path.join(root, name)} ({e.strerror}: {e.filename}); "
-            "delete that folder to prepare it again")
+    except OSError as e:  # a missing split file, or a full disk while caching
+        die(f"the data cache {os.path.join(root, name)}: {e.filename}: {e.strerror}; free some space, or delete "
+            "that folder to prepare it again")
     if ddp and rank == 0:
         dist.barrier()
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
