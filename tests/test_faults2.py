@@ -112,16 +112,18 @@ def test_every_check_runs_before_overwrite_removes_the_old_run(base, corpus, set
 
 
 def test_checkpoints_are_step_and_digits_ordered_by_number(base, corpus, tmp_path, capsys):
-    """step-1000000 is newer than step-999800; a copied step-best, a step-12a, a file `step-3`
-    are not checkpoints: never resumed from, pruned or deleted. A resume takes step 2."""
+    """step-1000000 is newer than step-999800; a copied step-best, a step-12a, names not written
+    as save_checkpoint writes them (step-7, step-0000005, step-3) and a file are not
+    checkpoints: never resumed from, pruned or deleted. A resume takes step 2."""
     out = copy(base, "pre", tmp_path)
     ckpts = out / "checkpoints"
     for name in ("step-999800", "step-1000000"):
         (tmp_path / "fake" / name).mkdir(parents=True)
     assert [os.path.basename(c) for c in checkpoints(str(tmp_path / "fake"))] == []  # no checkpoints/ folder
     (tmp_path / "fake" / "checkpoints").mkdir()
-    for name in ("step-999800", "step-1000000", "step-best", "step-12a"):
+    for name in ("step-999800", "step-1000000", "step-best", "step-12a", "step-7", "step-0000005"):
         (tmp_path / "fake" / "checkpoints" / name).mkdir()
+    (tmp_path / "fake" / "checkpoints" / "step-000009").write_text("a file")
     assert [os.path.basename(c) for c in checkpoints(str(tmp_path / "fake"))] == ["step-999800", "step-1000000"]
     shutil.copytree(ckpts / "step-000002", ckpts / "step-best")
     (ckpts / "step-3").write_text("not a folder")

@@ -148,15 +148,18 @@ STEP = re.compile(r"step-(\d+)")  # a checkpoint's name; anything else in checkp
 
 
 def checkpoints(out: str) -> list[str]:
-    """The `OUT/checkpoints/step-<digits>` folders, ordered by their step number (oldest first):
+    """The `OUT/checkpoints/step-<digits>` folders (not files, not links), ordered by their step number (oldest first):
     a folder only gets that name once it is complete."""
     root = os.path.join(out, "checkpoints")
-    names = [d for d in os.listdir(root) if STEP.fullmatch(d)] if os.path.isdir(root) else []
+    names = [d for d in os.listdir(root) if is_checkpoint_name(d) and os.path.isdir(os.path.join(root, d))
+             and not os.path.islink(os.path.join(root, d))] if os.path.isdir(root) else []
     return [os.path.join(root, d) for d in sorted(names, key=lambda d: int(STEP.fullmatch(d).group(1)))]
 
 
-def checkpoint_step(path: str) -> int:
-    return int(STEP.fullmatch(os.path.basename(path)).group(1))
+def is_checkpoint_name(name: str) -> bool:
+    """`step-` and the step in at least six digits, as save_checkpoint names it: one name per step."""
+    match = STEP.fullmatch(name)
+    return match is not None and name == f"step-{int(match.group(1)):06d}"
 
 
 def latest_checkpoint(out: str) -> str | None:
