@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from data.prepare import fetch_minilm, labelled_folder
-from minibert import BertForClassification, BertModel, load_tokenizer, random_mask_tokens
+from data.prepare import DataError, fetch_minilm, labelled_folder
+from minibert import BertForClassification, BertModel, CheckpointError, load_tokenizer, random_mask_tokens
+from minibert.run import die
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
 from minibert.run.labelled import read_split, split_files, token_ids
 from minibert.text import pad_batch
@@ -59,7 +60,12 @@ def exercise_3(minilm: str) -> None:
 
 
 def main() -> None:
-    minilm = fetch_minilm()
+    try:
+        minilm = fetch_minilm()
+        BertModel.from_pretrained(minilm)  # a damaged download is one line, up front
+        load_tokenizer(minilm)
+    except (DataError, CheckpointError, FileNotFoundError) as e:
+        die(f"{e} (delete data/cache/minilm to fetch it again)")
     exercise_1(minilm)
     print()
     exercise_2()

@@ -35,10 +35,11 @@ from minibert import BertForSequenceClassification, CheckpointError, load_tokeni
 from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
 from minibert.run import die
-from minibert.run.baselines import BagOfWords, majority_class
+from minibert.files import append_line
+from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
-                                         set_trainable)
-from minibert.run.folders import check_run_folder, claim_run_folder, resolve_checkpoint, write_json
+                                         recover_best, set_trainable)
+from minibert.run.folders import check_run_folder, claim_run_folder, resolve_checkpoint, run_kind, write_json
 from minibert.run.labelled import InputError, batches, encode, read_split, scores, split_files, token_ids
 from minibert.run.training import epoch_order, finetuning_optimizer, pick_device, update, use_tf32
 
@@ -180,15 +181,21 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
 
 def append_metrics(path: str, record: dict) -> None:
     try:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_line(path, json.dumps(record))
     except OSError as e:
         die(f"cannot append to {path} ({e.strerror}); free some space or choose another --out")
 
 
+def write_summary(path: str, summary: dict) -> None:
+    try:
+        write_json(path, summary)
+    except OSError as e:
+        die(f"cannot write {path} ({e.strerror}); free some space or choose another --out")
+
+
 def score(args, data: Labelled, pad_id: int, device, plan: Plan, best_epoch: int, t0: float) -> dict:
-    """The best checkpoint scored once on validation and test, beside the majority class and
-    bag-of-words (its penalty picked on validation), on the same splits."""
+    """The best checkpoint scored once on validation and test, beside the majority class, on
+    the same splits."""
     best_path, n_labels = os.path.join(args.out, "best"), len(data.labels)
     final = HEADS[args.head].from_pretrained(best_path).to(device)
     valid = evaluate(final, data.encoded["valid"], args.batch_size * 2, pad_id, device, n_labels)
@@ -196,16 +203,33 @@ def score(args, data: Labelled, pad_id: int, device, plan: Plan, best_epoch: int
     train_s = time.time() - t0
     y = {s: data.encoded[s]["labels"] for s in ("train", "valid", "test")}
     majority = majority_class(y["train"], n_labels)
-    bow = BagOfWords.tuned((data.texts("train"), y["train"]), (data.texts("valid"), y["valid"]), n_labels)
-    bow_test = scores(bow.model.predict(data.texts("test")), y["test"], n_labels)
     return {"method": plan.method, "head": args.head, "checkpoint": args.checkpoint, "best_epoch": best_epoch,
             "valid_acc": valid["acc"], "valid_macro_f1": valid["macro_f1"], "test_acc": test["acc"],
             "test_macro_f1": test["macro_f1"], "majority_label": data.labels[majority],
             "majority_valid_acc": (y["valid"] == majority).float().mean().item(),
             "majority_test_acc": (y["test"] == majority).float().mean().item(),
-            "bow_l2": bow.l2, "bow_valid_acc": bow.valid_acc, "bow_test_acc": bow_test["acc"],
-            "bow_test_macro_f1": bow_test["macro_f1"], "trainable_params": plan.trainable_params,
+            "trainable_params": plan.trainable_params,
             "total_params": plan.total_params, "train_s": train_s, "model": best_path}
+
+
+def bag_of_words(data: Labelled) -> dict:
+    """Bag-of-words (its penalty picked on validation) on the same splits; skipped with a note
+    when its weights would be too many (MAX_WEIGHTS) or do not fit in memory."""
+    y = {s: data.encoded[s]["labels"] for s in ("train", "valid", "test")}
+    n_labels, size = len(data.labels), num_weights(data.texts("train"), len(data.labels))
+    skipped = {"bow_l2": None, "bow_valid_acc": None, "bow_test_acc": None, "bow_test_macro_f1": None}
+    if size > MAX_WEIGHTS:
+        print(f"note: bag-of-words skipped: {size:,} weights (words x {n_labels} labels), more than {MAX_WEIGHTS:,}",
+              file=sys.stderr)
+        return skipped
+    try:
+        bow = BagOfWords.tuned((data.texts("train"), y["train"]), (data.texts("valid"), y["valid"]), n_labels)
+    except (RuntimeError, MemoryError) as e:
+        print(f"note: bag-of-words skipped: {str(e).splitlines()[0][:120]}", file=sys.stderr)
+        return skipped
+    test = scores(bow.model.predict(data.texts("test")), y["test"], n_labels)
+    return {"bow_l2": bow.l2, "bow_valid_acc": bow.valid_acc, "bow_test_acc": test["acc"],
+            "bow_test_macro_f1": test["macro_f1"]}
 
 
 def report(summary: dict) -> None:
@@ -214,9 +238,10 @@ def report(summary: dict) -> None:
     print(f"validation accuracy {s['valid_acc']:.4f} (macro-F1 {s['valid_macro_f1']:.4f}); test accuracy "
           f"{s['test_acc']:.4f} (macro-F1 {s['test_macro_f1']:.4f})")
     print(f"baselines on the same splits: majority class {s['majority_label']!r}: validation "
-          f"{s['majority_valid_acc']:.4f}, test {s['majority_test_acc']:.4f}; bag-of-words (L2 {s['bow_l2']:g}, "
-          f"picked on validation): validation {s['bow_valid_acc']:.4f}, test {s['bow_test_acc']:.4f} "
-          f"(macro-F1 {s['bow_test_macro_f1']:.4f})")
+          f"{s['majority_valid_acc']:.4f}, test {s['majority_test_acc']:.4f}; " + (
+              "bag-of-words skipped" if s["bow_l2"] is None else
+              f"bag-of-words (L2 {s['bow_l2']:g}, picked on validation): validation {s['bow_valid_acc']:.4f}, "
+              f"test {s['bow_test_acc']:.4f} (macro-F1 {s['bow_test_macro_f1']:.4f})"))
 
 
 def train(args):
@@ -224,19 +249,26 @@ def train(args):
     the test split is scored once with the best checkpoint, beside the baselines."""
     torch.manual_seed(args.seed)
     args.checkpoint = resolve_checkpoint(args.checkpoint)
+    if not os.path.isdir(args.checkpoint):
+        die(f"--checkpoint {args.checkpoint}: no such folder; give a checkpoint folder or a train_mlm.py run folder")
     device = pick_device(args.device)
     use_tf32(device, args.tf32)
     inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")
+    if run_kind(args.out) == "fine-tuning":
+        recover_best(os.path.join(args.out, "best"))
     check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # before any data is loaded
     data, tokenizer = read_labelled(args)
     model, pad_id = build_model(args, data, tokenizer)
-    lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
+    targets = tuple(m.strip() for m in args.lora_modules.split(",") if m.strip())
     new_pooler = method == "frozen" and args.head == "pooler" and not has_pooler(args.checkpoint)
+    try:
+        wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, targets, train_pooler=new_pooler)
+    except ValueError as e:
+        die(f"--lora-modules {args.lora_modules}: {e}")
+    lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # every check done
     if new_pooler:
         print(f"{args.checkpoint} has no pooler: the new one trains with the classifier, the encoder stays frozen")
-    wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, tuple(args.lora_modules.split(",")),
-                            train_pooler=new_pooler)
     model.to(device)
     params = list(model.parameters())
     plan = Plan(method, args.lr if args.lr is not None else DEFAULT_LR[method], wrapped,
@@ -244,7 +276,10 @@ def train(args):
     t0 = time.time()
     best_epoch = fit(args, model, data, tokenizer, pad_id, plan, device)
     summary = score(args, data, pad_id, device, plan, best_epoch, t0)
-    write_json(os.path.join(args.out, "summary.json"), summary)
+    summary_path = os.path.join(args.out, "summary.json")
+    write_summary(summary_path, summary)  # the run's results are safe before the baseline runs
+    summary.update(bag_of_words(data))
+    write_summary(summary_path, summary)
     lock.close()
     report(summary)
     return summary
@@ -264,6 +299,8 @@ def predict(args):
     texts = [line for line in lines if line.strip()]
     if not texts:
         die("no text to label (one sentence per line, from --file or standard input)")
+    if os.path.basename(os.path.normpath(args.model)) == "best":
+        recover_best(os.path.normpath(args.model))
     try:
         model = load_model(args.model, default=BertForSequenceClassification).eval()
         tokenizer = load_tokenizer(args.model)
@@ -344,6 +381,8 @@ def parse_args(argv=None):
             p.error("--max-steps must be 0 (no limit) or more")
         if args.lora_rank < 0:
             p.error("--lora-rank must be 0 (off) or more")
+        if not 0 <= args.seed < 2 ** 32:
+            p.error(f"--seed must be in [0, 2^32), got {args.seed}")
         for name, ok, limit in (("lr", args.lr is None or args.lr > 0, "a positive number"),
                                 ("weight_decay", args.weight_decay >= 0, "0 or more"),
                                 ("dropout", 0 <= args.dropout < 1, "in [0, 1)"),

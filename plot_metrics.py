@@ -7,6 +7,27 @@ import argparse
 import json
 import os
 
+from minibert.run import die
+
+
+def read_losses(metrics_path: str) -> tuple[list, list]:
+    """(step, training loss) and (step, validation loss) pairs; a line a crash cut short, or
+    any line that is not a JSON record, is skipped."""
+    train, valid = [], []
+    with open(metrics_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(r, dict) or not isinstance(r.get("step"), int):
+                continue
+            if isinstance(r.get("train_loss"), (int, float)):
+                train.append((r["step"], r["train_loss"]))
+            if isinstance(r.get("valid_loss"), (int, float)):
+                valid.append((r["step"], r["valid_loss"]))
+    return train, valid
+
 
 def plot_metrics(metrics_path: str, out_path: str) -> str:
     import matplotlib
@@ -14,14 +35,7 @@ def plot_metrics(metrics_path: str, out_path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    train, valid = [], []
-    with open(metrics_path, encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            if "train_loss" in r:
-                train.append((r["step"], r["train_loss"]))
-            if "valid_loss" in r:
-                valid.append((r["step"], r["valid_loss"]))
+    train, valid = read_losses(metrics_path)
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     if train:
         ax.plot(*zip(*train), label="training loss (masked tokens of the step)")
@@ -38,13 +52,23 @@ def plot_metrics(metrics_path: str, out_path: str) -> str:
     return out_path
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("metrics", help="metrics.jsonl written by train_mlm.py")
     p.add_argument("--out", help="PNG to write (default: loss.png beside the metrics file)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     out = args.out or os.path.join(os.path.dirname(args.metrics), "loss.png")
-    print(plot_metrics(args.metrics, out))
+    if not os.path.isfile(args.metrics):
+        die(f"{args.metrics}: {'a folder' if os.path.isdir(args.metrics) else 'no such file'}; "
+            "give the metrics.jsonl of a train_mlm.py run")
+    if os.path.realpath(out) == os.path.realpath(args.metrics):
+        die(f"--out {out} is the metrics file itself; give another PNG path")
+    if os.path.isdir(out) or not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        die(f"--out {out}: {'a folder' if os.path.isdir(out) else 'its folder does not exist'}; give a PNG path")
+    try:
+        print(plot_metrics(args.metrics, out))
+    except (OSError, UnicodeDecodeError) as e:
+        die(f"cannot plot {args.metrics} into {out}: {getattr(e, 'strerror', None) or e}")
 
 
 if __name__ == "__main__":

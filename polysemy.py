@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from data.prepare import DataError, fetch_minilm
-from minibert import BertModel, load_tokenizer
+from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.run import die
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint
@@ -57,6 +57,14 @@ def heat_map(model, tokenizer, sentences: dict, png: str, title: str) -> str | N
     return png
 
 
+def load(path: str, flag: str):
+    """(encoder, tokenizer) of a checkpoint folder, or one line naming the flag and what is wrong."""
+    try:
+        return BertModel.from_pretrained(path), load_tokenizer(path)
+    except (CheckpointError, FileNotFoundError) as e:
+        die(f"cannot load {flag} {path}: {e}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minilm", default=None, help="the MiniLM folder (default: fetched into data/cache/minilm)")
@@ -70,13 +78,17 @@ def main(argv=None):
             args.minilm = fetch_minilm()
         except DataError as e:
             die(str(e))
-    os.makedirs(args.out, exist_ok=True)
-    minilm, minilm_tok = BertModel.from_pretrained(args.minilm), load_tokenizer(args.minilm)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        die(f"cannot make --out {args.out}: {e.strerror}; give a folder")
+    minilm, minilm_tok = load(args.minilm, "--minilm")
+    zh = resolve_checkpoint(args.zh_checkpoint)
+    zh_found = os.path.isfile(os.path.join(zh, "config.json"))
+    zh_model, zh_tok = load(zh, "--zh-checkpoint") if zh_found else (None, None)
     rows = polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH, ENGLISH_PAIRS)
     rows += polysemy_table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)
-    zh = resolve_checkpoint(args.zh_checkpoint)
-    if os.path.isfile(os.path.join(zh, "config.json")):
-        zh_model, zh_tok = BertModel.from_pretrained(zh), load_tokenizer(zh)
+    if zh_found:
         rows += polysemy_table(f"minibert-zh ({os.path.basename(zh)})", zh_model, zh_tok, CHINESE, CHINESE_PAIRS)
     else:
         print(f"(no Chinese minibert checkpoint at {args.zh_checkpoint}: run "

@@ -32,10 +32,12 @@ from data.prepare import CORPORA, DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.masking import check_replacement_pool, max_predictions, target_slots
 from minibert.run import die
+from minibert.checkpoint import read_header
+from minibert.files import append_line, write_file
 from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, read_json, save_checkpoint,
                                   truncate_metrics, write_json)
-from minibert.run.training import (adamw, autocast, autocast_dtype, epoch_order, lr_factor, pick_device, use_tf32,
-                                   weights_are_finite)
+from minibert.run.training import (adamw, autocast, autocast_dtype, epoch_order, lr_factor, memory_of,
+                                   parameter_count, pick_device, use_tf32, weights_are_finite)
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
@@ -114,6 +116,10 @@ def parse_args(argv=None):
             p.error(f"--{name.replace('_', '-')} must be {limits[name]}, got {getattr(args, name)}")
     if args.resume and args.overwrite:
         p.error("--resume continues the run in --out, --overwrite replaces it: pick one")
+    if args.seq_len < 5:
+        p.error(f"--seq-len must be at least 5 ([CLS] a [SEP] b [SEP]), got {args.seq_len}")
+    if not 0 <= args.seed < 2 ** 32:
+        p.error(f"--seed must be in [0, 2^32), got {args.seed}")
     return args
 
 
@@ -135,6 +141,16 @@ def model_config(args, vocab_size: int) -> BertConfig:
     if args.seq_len > config.max_position_embeddings:
         die(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})")
     return config
+
+
+def check_memory(config: BertConfig, device: torch.device) -> None:
+    """Sizes before memory: the model, its gradients and AdamW's two moments (16 bytes a
+    parameter in fp32) must fit in the device's memory, else one line before anything is built."""
+    need = 16 * parameter_count(config)
+    have = memory_of(device)
+    if have and need > have:
+        die(f"the model has {parameter_count(config):,} parameters: training it needs about {need / 2**30:,.1f} GiB, "
+            f"more than the {have / 2**30:,.1f} GiB of {device}; choose smaller sizes (--preset, --layers, --hidden)")
 
 
 def corpus_name(corpus: list[str]) -> tuple[str, list[str] | None]:
@@ -233,9 +249,17 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
             print(f"note: {ckpt} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
                   "trying the checkpoint before it", file=sys.stderr)
             continue
+        problem = checkpoint_problem(ckpt, model, step)
+        if problem:
+            print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
+            continue
         same_corpus = state["corpus_name"] == corpus if "corpus_name" in state else saved.get("corpus") == args.corpus
         fixed = [f"--{k.replace('_', '-')} ({saved.get(k)} then, {getattr(args, k)} now)" for k in FIXED_ON_RESUME
-                 if (k != "corpus" and saved.get(k) != getattr(args, k)) or (k == "corpus" and not same_corpus)]
+                 if k != "corpus" and saved.get(k) != getattr(args, k)]
+        if not same_corpus:
+            then = state.get("corpus_name", " ".join(saved.get("corpus") or ()))
+            fixed.insert(0, f"--corpus (its text: {then} then, {corpus} now)" if saved.get("corpus") == args.corpus
+                         else f"--corpus ({' '.join(saved.get('corpus') or ())} then, {' '.join(args.corpus)} now)")
         if state.get("global_batch", global_size) != global_size:
             fixed.append(f"the global batch ({state['global_batch']} then, {global_size} now)")
         if fixed:
@@ -260,6 +284,17 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
     return None, None, None
 
 
+def checkpoint_problem(ckpt: str, model, step: int) -> str | None:
+    """Why a checkpoint that loaded must still not be resumed from, or None: weights that are
+    not finite, or weights saved at another step than its training state's (files swapped)."""
+    if not weights_are_finite(model):
+        return "holds weights that are not finite"
+    saved = read_header(os.path.join(ckpt, "model.safetensors"))[1].get("step")
+    if saved is not None and saved != str(step):
+        return f"holds the weights of step {saved} beside the training state of step {step}"
+    return None
+
+
 # ---- the run, step by step ------------------------------------------------------------------
 
 
@@ -278,7 +313,8 @@ class Run:
     vocab: MaskingVocab
     train_blocks: Blocks
     valid_blocks: Blocks
-    lock: object | None                # the open lock file of --out (main process only)
+    inputs: tuple[str, ...]            # what --overwrite must never delete: the data cache, the corpus files
+    lock: object | None = None         # the open lock file of --out (main process only), once claimed
     model: BertForMaskedLM | None = None
     ddp_model: torch.nn.parallel.DistributedDataParallel | None = None
     train_model: torch.nn.Module | None = None  # the model as trained: DDP-wrapped and/or compiled
@@ -322,6 +358,7 @@ def set_up(args) -> Run:
     amp_dtype = autocast_dtype(args.dtype, device)
     use_tf32(device, args.tf32)
     config = model_config(args, args.vocab_size)  # checks sizes and --seq-len before anything is written
+    check_memory(config, device)
     name, files = corpus_name(args.corpus)
     root = args.data_root or os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cache")
     inputs = (root, *(files or ()))  # what --overwrite must never delete
@@ -336,6 +373,9 @@ def set_up(args) -> Run:
         valid_blocks = corpus_blocks(folder, tokenizer, "valid", args.seq_len)
     except (DataError, ValueError) as e:
         die(str(e))
+    except OSError as e:  # a missing split file, or a full disk while caching
+        die(f"the data cache {os.path.join(root, name)}: {e.filename}: {e.strerror}; free some space, or delete "
+            "that folder to prepare it again")
     if ddp and rank == 0:
         dist.barrier()
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
@@ -343,9 +383,8 @@ def set_up(args) -> Run:
     if len(train_blocks) < global_size:
         die(f"the training split has {len(train_blocks)} blocks of {args.seq_len} tokens, fewer than one global "
             f"batch ({global_size}); give more text or lower --batch-size")
-    lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs) if rank == 0 else None
     return Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
-               train_blocks, valid_blocks, lock)
+               train_blocks, valid_blocks, inputs)
 
 
 def build_or_resume(run: Run) -> None:
@@ -358,7 +397,12 @@ def build_or_resume(run: Run) -> None:
                                                                 run.corpus)
     if run.checkpoint is None:
         torch.manual_seed(args.seed)
-        run.model = BertForMaskedLM(run.config)
+        try:
+            run.model = BertForMaskedLM(run.config)
+        except (RuntimeError, MemoryError) as e:
+            die(f"cannot build the model ({str(e).splitlines()[0][:120]}); choose smaller sizes")
+    if run.main_process:  # every check passed: only now is --out claimed (and, with --overwrite, emptied)
+        run.lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, run.inputs)
     run.model.to(device)
     # BERT's pretraining AdamW: betas (0.9, 0.98), eps 1e-6 (fine-tuning keeps PyTorch's 0.999 and 1e-8)
     run.optimizer = adamw(run.model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=(0.9, 0.98),
@@ -387,6 +431,8 @@ def restore_training_state(run: Run, state: dict, warmup_steps: int) -> None:
     --warmup, --schedule or --weight-decay takes effect from the resumed step on."""
     args = run.args
     run.optimizer.load_state_dict(state["optimizer"])
+    for group in run.optimizer.param_groups:  # the kernel is this run's choice, not the checkpoint's
+        group["fused"], group["foreach"] = (True, None) if args.fused_adamw else (None, True)
     run.scheduler.load_state_dict(state["scheduler"])
     run.masker.set_state(state["masker_rng"])
     run.start = state["step"]
@@ -417,8 +463,7 @@ def log(run: Run, record: dict) -> None:
     """Append one line to metrics.jsonl (main process only)."""
     if run.main_process:
         try:
-            with open(run.metrics_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            append_line(run.metrics_path, json.dumps(record))
         except OSError as e:
             stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", "free some space, then --resume")
 
@@ -578,7 +623,10 @@ def finish(run: Run, valid: list[dict], result: dict, baseline: tuple[int, float
                        "unigram_token": run.tokenizer.id_to_token(top_token), "checkpoint": run.checkpoint, "steps": run.args.max_steps,
                        "steps_this_run": run.args.max_steps - run.start, "wall_s": wall,
                        "eval_and_checkpoint_s": outside, "tokens_per_s": tokens / (wall - outside) if tokens else None}
-            write_json(summary_path, summary)
+            try:
+                write_json(summary_path, summary)
+            except OSError as e:
+                stop(run, f"cannot write {summary_path} ({e.strerror})", "free some space, then --resume")
         report(summary, run.metrics_path)
     if run.lock:
         run.lock.close()  # releases --out for the next process
@@ -593,10 +641,13 @@ def main(argv=None):
     valid = mask_valid(run.valid_blocks, run.vocab, args.batch_size, args.mask_prob)
     baseline = unigram_baseline(run.train_blocks, valid, run.vocab)
     if run.main_process:
-        if run.checkpoint:
-            truncate_metrics(run.metrics_path, run.start)
-        else:
-            open(run.metrics_path, "w").close()
+        try:
+            if run.checkpoint:
+                truncate_metrics(run.metrics_path, run.start)
+            else:
+                write_file(run.metrics_path, b"")
+        except OSError as e:
+            die(f"cannot write {run.metrics_path} ({e.strerror}); free some space or choose another --out")
         config = run.config
         n_params = sum(p.numel() for p in run.model.parameters())
         print(f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "

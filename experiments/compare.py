@@ -576,7 +576,10 @@ def main(argv=None):
     pretraining = args.study == "pretraining"
     device = pick_device(args.device) if pretraining else torch.device("cpu")
     out = os.path.join(args.out, args.study)
-    os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    try:
+        os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    except OSError as e:
+        die(f"cannot make --out {args.out}: {e.filename} {e.strerror}; give a folder")
     task, encoders = load_task_and_encoders(args, s, out)
     seeds = list(range(s["seeds"]))
     t0 = time.time()

@@ -23,7 +23,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from data.prepare import fetch_minilm, labelled_folder
-from minibert import BertConfig, BertForClassification, BertModel, load_tokenizer
+from minibert import BertConfig, BertForClassification, BertModel, CheckpointError, load_tokenizer
+from minibert.checkpoint import read_config
 from minibert.model import init_weights
 from minibert.run import die
 from minibert.run.classification import set_trainable
@@ -91,7 +92,14 @@ class Encoder:
             name = f"minibert {os.path.normpath(folder)}"
         if not pretrained:
             name = f"random init ({name}'s config and tokenizer)"
-        tok = load_tokenizer(path)
+        try:  # a damaged encoder is one line now, not a traceback in the middle of a study
+            tok = load_tokenizer(path)
+            if pretrained:
+                BertModel.from_pretrained(path)
+            else:
+                read_config(path)
+        except (CheckpointError, FileNotFoundError) as e:
+            die(f"--encoders {spec}: {e}")
         enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0, pretrained=pretrained)
         for s in ("train", "valid", "test"):
             enc.tokens[s] = token_ids(tok, getattr(task, s).texts)  # untruncated: each study cuts its own

@@ -25,6 +25,7 @@ CheckpointError listing all of them. The documented exceptions:
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import logging
 import os
@@ -37,7 +38,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from .config import BertConfig
+from .config import TOKENIZER_DIGEST, BertConfig
+from .files import write_file
 
 logger = logging.getLogger("minibert")
 
@@ -86,8 +88,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     one-line CheckpointError naming it; no reader's own traceback or advice reaches the caller.
     """
     path = os.fspath(path)
-    st, index, binary = (os.path.join(path, f) for f in
-                         ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
+    st, index, binary = _weight_files(path)
     if os.path.isfile(st):
         return _read_safetensors(st)
     if os.path.isfile(index):
@@ -101,25 +102,67 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin in {path} (found: {found})")
 
 
-def tensor_names(path: str | os.PathLike) -> set[str]:
-    """The HF names of the tensors a checkpoint folder holds, read from the safetensors headers
-    only (a `.bin` checkpoint is read whole)."""
-    from safetensors import safe_open
+def _weight_files(path: str) -> tuple[str, str, str]:
+    return tuple(os.path.join(path, f) for f in ("model.safetensors", "model.safetensors.index.json",
+                                                  "pytorch_model.bin"))
 
-    path = os.fspath(path)
-    single, index = os.path.join(path, "model.safetensors"), os.path.join(path, "model.safetensors.index.json")
-    files = [single] if os.path.isfile(single) else [os.path.join(path, f) for f in _shard_files(index)] \
-        if os.path.isfile(index) else []
-    if not files:
-        return set(read_state_dict(path))
-    names = set()
-    for file in files:
-        try:
-            with safe_open(file, framework="pt") as f:
-                names |= set(f.keys())
-        except (SafetensorError, OSError) as e:
-            raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {_DAMAGED}") from None
-    return names
+
+def read_header(file: str) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    """The tensor shapes and the metadata of a safetensors file, from its header alone: nothing
+    is allocated for the tensors. Layout: an 8-byte little-endian length, then that much JSON."""
+    try:
+        with open(file, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+            if not 0 < n <= size - 8:
+                raise ValueError(f"a header of {n} bytes in a file of {size}")
+            header = json.loads(f.read(n))
+        shapes = {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
+        if not all(isinstance(d, int) and d >= 0 for s in shapes.values() for d in s):
+            raise ValueError("a shape that is not a list of sizes")
+        metadata = header.get("__metadata__") or {}
+        if not isinstance(metadata, dict):
+            raise ValueError("__metadata__ is not an object")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {_DAMAGED}") from None
+    return shapes, metadata
+
+
+def weight_shapes(path: str) -> dict[str, tuple[int, ...]]:
+    """The name -> shape of every tensor in a checkpoint folder, read from the safetensors
+    headers (a .bin file has no header: it is read whole, its size being the file's)."""
+    st, index, binary = _weight_files(path)
+    if os.path.isfile(st):
+        return read_header(st)[0]
+    if os.path.isfile(index):
+        shapes = {}
+        for shard in _shard_files(index):
+            shapes.update(read_header(os.path.join(path, shard))[0])
+        return shapes
+    return {k: tuple(v.shape) for k, v in read_state_dict(path).items()}
+
+
+def check_sizes(config: BertConfig, shapes: dict[str, tuple[int, ...]], source: str) -> None:
+    """The sizes config.json gives, checked against the weights' shapes BEFORE a model is
+    built from them: an edited config.json (100,000 layers, a vocabulary of 10^13) is a
+    CheckpointError, never an allocation that runs the machine out of memory."""
+    prefix = "bert." if any(k.startswith("bert.") for k in shapes) else ""
+    C, I = config.hidden_size, config.intermediate_size
+    expected = {"embeddings.word_embeddings.weight": (config.vocab_size, C),
+                "embeddings.position_embeddings.weight": (config.max_position_embeddings, C),
+                "embeddings.token_type_embeddings.weight": (config.type_vocab_size, C),
+                "encoder.layer.0.attention.self.query.weight": (C, C),
+                "encoder.layer.0.intermediate.dense.weight": (I, C)}
+    problems = [f"{name}: config.json says {shape}, the weights hold {shapes.get(prefix + name, 'nothing')}"
+                for name, shape in expected.items() if shapes.get(prefix + name) != shape]
+    layer = re.compile(re.escape(prefix) + r"encoder\.layer\.(\d+)\.")
+    layers = {int(m.group(1)) for k in shapes if (m := layer.match(k))}
+    if not set(range(config.num_hidden_layers)) <= layers:
+        problems.append(f"config.json says {config.num_hidden_layers} layers, the weights hold {len(layers)}")
+    if problems:
+        raise CheckpointError(f"{source}: config.json does not match the weights ({'; '.join(problems[:3])}); "
+                              f"{_DAMAGED}")
 
 
 _DAMAGED = "the checkpoint is damaged — re-save or re-download it"
@@ -146,6 +189,11 @@ def _shard_files(index: str) -> list[str]:
     weight_map = d.get("weight_map") if isinstance(d, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
         raise CheckpointError(f'{index}: no "weight_map" {{tensor name: shard file}}; {_DAMAGED}')
+    outside = sorted({f for f in weight_map.values() if os.path.basename(f) != f or f in ("", ".", "..")
+                      or (os.altsep and os.altsep in f)})
+    if outside:
+        raise CheckpointError(f"{index}: names shard {outside[0]!r}, not a file name inside the checkpoint "
+                              "folder; a shard is never read from elsewhere")
     return sorted(set(weight_map.values()))
 
 
@@ -247,19 +295,6 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[st
                 f.write(ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()))
 
 
-def _atomic_write(final: str, write) -> None:
-    """write(tmp) then rename: a reader never sees a half-written file."""
-    tmp = f"{final}.tmp{os.getpid()}"
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def read_config(path: str) -> tuple[BertConfig, list[str]]:
     """A checkpoint folder's config.json, read once: the config and the `architectures` it names;
     its problems (no folder, wrong types, bad JSON) as CheckpointError."""
@@ -299,21 +334,27 @@ class Pretrained:
         if cls.hf_architecture in _CLASSIFIERS and saved and cls.hf_architecture not in saved:
             raise CheckpointError(f"{path} holds a {saved.pop()}; its head differs from "
                                   f"{cls.hf_architecture}'s, so load it with that class")
+        check_sizes(config, weight_shapes(path), path)
         model = cls._from_config(replace(config, **config_overrides))
         load_state(model, read_state_dict(path), path)
         return model
 
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
-        """Write config.json, model.safetensors and (given a tokenizers.Tokenizer) tokenizer.json."""
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None, metadata: dict[str, str] | None = None) -> None:
+        """Write config.json, model.safetensors (`metadata` joins its header's) and, given a
+        tokenizers.Tokenizer, tokenizer.json, whose sha256 config.json records. Each file goes
+        through files.write_file: a full disk is an OSError, and no file is ever half-written."""
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
         tensors = {to_hf_name(k): v for k, v in self.state_dict().items()}
-        _atomic_write(os.path.join(path, "model.safetensors"),
-                      lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
-        _atomic_write(os.path.join(path, "config.json"),
-                      lambda tmp: self.config.save(tmp, [self.hf_architecture]))
+        write_file(os.path.join(path, "model.safetensors"),
+                   lambda tmp: save_file(tensors, tmp, metadata={"format": "pt", **(metadata or {})}))
+        digest = None
         if tokenizer is not None:
-            _atomic_write(os.path.join(path, "tokenizer.json"), tokenizer.save)
+            text = tokenizer.to_str(pretty=True).encode("utf-8")
+            write_file(os.path.join(path, "tokenizer.json"), text)
+            digest = hashlib.sha256(text).hexdigest()
+        write_file(os.path.join(path, "config.json"),
+                   lambda tmp: self.config.save(tmp, [self.hf_architecture], tokenizer_sha256=digest))
 
 
 def load_tokenizer(path: str | os.PathLike):
@@ -323,7 +364,32 @@ def load_tokenizer(path: str | os.PathLike):
     file = os.path.join(os.fspath(path), "tokenizer.json")
     if not os.path.isfile(file):
         raise FileNotFoundError(f"no tokenizer.json in {path}")
+    with open(file, "rb") as f:
+        text = f.read()
     try:
-        return Tokenizer.from_file(file)
+        tokenizer = Tokenizer.from_str(text.decode("utf-8"))
     except Exception as e:  # the tokenizers library raises a bare Exception
         raise CheckpointError(f"{file}: not a valid tokenizer.json ({_first_line(e)})") from None
+    _check_tokenizer_belongs(path, file, text, tokenizer)
+    return tokenizer
+
+
+def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
+    """A tokenizer.json beside a config.json must be the one the model was saved with: the
+    sha256 config.json records (minibert's checkpoints), and in any case no more tokens than
+    the model's vocabulary. A CheckpointError otherwise: the pair does not belong together."""
+    try:
+        with open(os.path.join(os.fspath(path), "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return  # no config.json (a tokenizer alone), or a damaged one, which loading the model says
+    if not isinstance(config, dict):
+        return
+    recorded = config.get(TOKENIZER_DIGEST)
+    if recorded is not None and recorded != hashlib.sha256(text).hexdigest():
+        raise CheckpointError(f"{file} is not the tokenizer its model was saved with (its sha256 differs from "
+                              f"config.json's {TOKENIZER_DIGEST}): the tokenizer does not belong to its model")
+    vocab = config.get("vocab_size")
+    if isinstance(vocab, int) and tokenizer.get_vocab_size() > vocab:
+        raise CheckpointError(f"{file} has {tokenizer.get_vocab_size()} tokens, more than its model's vocabulary "
+                              f"({vocab}): the tokenizer does not belong to its model")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -28,6 +29,10 @@ _HF_BOOKKEEPING_KEYS = frozenset({
     "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "problem_type",
     "_name_or_path", "finetuning_task",
 })
+
+# minibert's own key in a checkpoint's config.json: the sha256 of the tokenizer.json saved with
+# the model (checked by load_tokenizer). `transformers` keeps unknown keys as attributes, unused.
+TOKENIZER_DIGEST = "tokenizer_sha256"
 
 # Run-time switches: fields of BertConfig that choose a code path and are never saved.
 RUNTIME_SWITCHES = ("use_sdpa", "unpad")
@@ -102,7 +107,7 @@ class BertConfig:
                 raise ValueError(f"BertConfig.{name} must be a number in [0, 1), got {value!r}")
         for name in ("initializer_range", "layer_norm_eps"):
             value = getattr(self, name)
-            if not (_is_number(value) and value > 0):
+            if not (_is_number(value) and 0 < value < math.inf):
                 raise ValueError(f"BertConfig.{name} must be a positive number, got {value!r}")
         if not (_is_int(self.pad_token_id) and 0 <= self.pad_token_id < self.vocab_size):
             raise ValueError(
@@ -161,16 +166,19 @@ class BertConfig:
             raise ValueError(f"the config describes a {d['model_type']!r} model, not a BERT")
         names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_SWITCHES)
         unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS
-                         and k not in RUNTIME_SWITCHES)
+                         and k not in RUNTIME_SWITCHES and k != TOKENIZER_DIGEST)
         if unknown:
             warnings.warn(f"BertConfig: ignoring unknown config keys {unknown}", stacklevel=2)
         return cls(**{k: v for k, v in d.items() if k in names})
 
-    def save(self, path: str | os.PathLike, architectures: list[str] | None = None) -> None:
-        """Write HF's config.json (to `path`, a file name)."""
+    def save(self, path: str | os.PathLike, architectures: list[str] | None = None,
+             tokenizer_sha256: str | None = None) -> None:
+        """Write HF's config.json (to `path`, a file name), with the digest of the tokenizer saved beside it."""
         d = self.to_dict()
         if architectures:
             d["architectures"] = architectures
+        if tokenizer_sha256:
+            d[TOKENIZER_DIGEST] = tokenizer_sha256
         with open(path, "w", encoding="utf-8") as f:
             json.dump(d, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -210,4 +218,4 @@ PRESETS: dict[str, tuple[int, int, int]] = {
     "bert-base": (12, 768, 12),
 }
 
-__all__ = ["ACTIVATIONS", "BertConfig", "PRESETS"]
+__all__ = ["ACTIVATIONS", "BertConfig", "PRESETS", "TOKENIZER_DIGEST"]

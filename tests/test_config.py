@@ -40,6 +40,7 @@ def test_unknown_preset_is_a_clear_error():
     ("hidden_dropout_prob", 1.5, "hidden_dropout_prob"),
     ("hidden_act", "swish2", "hidden_act"),
     ("layer_norm_eps", 0.0, "layer_norm_eps"),
+    ("layer_norm_eps", float("inf"), "layer_norm_eps must be a positive number, got inf"),
     ("position_embedding_type", "relative_key", "position_embedding_type"),
     ("pad_token_id", 40000, "pad_token_id"),
     ("hidden_size", "768", "hidden_size must be a positive integer, got '768'"),

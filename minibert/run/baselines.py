@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 L2_GRID = (1e-4, 1e-3, 1e-2)  # the penalty, picked on validation
 MAX_ITER = 100                # L-BFGS iterations at most (S29's preset maximum)
+MAX_WEIGHTS = 2_000_000       # (V + 1) x K weights at most: L-BFGS keeps ~40 copies of them
 WORD = re.compile(r"[a-z0-9']+|[^\sa-z0-9']")  # lower-cased words, and punctuation marks one by one
 
 
@@ -33,6 +34,11 @@ def majority_class(train_labels: torch.Tensor, num_labels: int) -> int:
 
 def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
+
+
+def num_weights(train_texts: list[str], num_labels: int) -> int:
+    """The size of W, (V + 1) x K with [UNK], counted before anything is allocated."""
+    return (1 + len({w for t in train_texts for w in words(t)})) * num_labels
 
 
 class SoftmaxRegression:

@@ -11,7 +11,7 @@ import shutil
 import torch
 import torch.nn.functional as F
 
-from ..checkpoint import tensor_names
+from ..checkpoint import weight_shapes
 from ..lora import DEFAULT_TARGETS, add_lora, merge_lora
 from ..model import BertForClassification, BertForSequenceClassification, BertModel
 from .labelled import batches, scores
@@ -67,7 +67,7 @@ def set_trainable(model, method: str, lora_rank: int = 0, lora_alpha: float | No
 
 def has_pooler(checkpoint: str) -> bool:
     """Whether the checkpoint brings pooler weights (an MLM checkpoint does not)."""
-    return any(name.endswith("pooler.dense.weight") for name in tensor_names(checkpoint))
+    return any(name.endswith("pooler.dense.weight") for name in weight_shapes(checkpoint))
 
 
 def logits_of(model, batch: dict) -> torch.Tensor:
@@ -92,13 +92,27 @@ def evaluate(model, data: dict, batch_size: int, pad_id: int, device, num_labels
 
 def export(model, path: str, tokenizer) -> None:
     """Save a plain copy (LoRA adapters merged into their weights) in HF's layout, into a
-    temporary folder that then replaces `path`: a reader never finds a half-written model."""
+    temporary folder that then replaces `path`: a reader never finds a half-written model.
+    A kill between the two renames leaves `path`.old (and the complete `path`.tmp): the next
+    start puts one back (recover_best)."""
     plain = merge_lora(copy.deepcopy(model))
     tmp, old = f"{path}.tmp", f"{path}.old"
     for leftover in (tmp, old):
         shutil.rmtree(leftover, ignore_errors=True)
-    plain.save_pretrained(tmp, tokenizer=tokenizer)
+    try:
+        plain.save_pretrained(tmp, tokenizer=tokenizer)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if os.path.isdir(path):
         os.rename(path, old)
     os.rename(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_best(path: str) -> None:
+    """If an export was killed between its renames (no `path`, but `path`.old), put back the
+    newest complete model: `path`.tmp (complete once `path`.old exists), else `path`.old."""
+    tmp, old = f"{path}.tmp", f"{path}.old"
+    if not os.path.isdir(path) and os.path.isdir(old):
+        os.rename(tmp if os.path.isdir(tmp) else old, path)

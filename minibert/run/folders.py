@@ -4,13 +4,16 @@ run that are never seen half-written, and JSON files written atomically.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import re
 import shutil
 
 import torch
 
+from ..files import open_no_link, write_file
 from . import die
 
 try:
@@ -22,26 +25,33 @@ except ImportError:  # Windows: run folders are claimed without a lock
 
 RUN_FILE = "run.json"  # {"kind": ...}: what wrote this folder
 LOCK_FILE = ".lock"
+KINDS = ("pretraining", "fine-tuning")
 
 
 def run_kind(out: str) -> str | None:
-    """What `out` holds: None (nothing), the kind its run.json names, or a guess for a folder
-    written before run.json existed ("pretraining", "fine-tuning", "other files")."""
+    """What `out` holds: None (nothing), the kind its run.json names, or "other files". The one
+    rule: a folder is a run only if its run.json says so; whatever else holds files is not."""
     if not os.path.isdir(out):
         return None
-    entries = set(os.listdir(out)) - {LOCK_FILE}
-    if not entries:
+    if not set(os.listdir(out)) - {LOCK_FILE}:
         return None
-    try:
-        with open(os.path.join(out, RUN_FILE), encoding="utf-8") as f:
-            return str(json.load(f)["kind"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    if "checkpoints" in entries:
-        return "pretraining"
-    if "best" in entries:
-        return "fine-tuning"
-    return "other files"
+    record = read_json(os.path.join(out, RUN_FILE))
+    kind = record.get("kind") if isinstance(record, dict) else None
+    return kind if kind in KINDS else "other files"
+
+
+def links_in(out: str) -> list[str]:
+    """The symbolic links among what a run reads and writes in `out` (its top level, and its
+    checkpoints): a run never writes through one, so a folder holding one is not resumed."""
+    found = [os.path.join(out, n) for n in os.listdir(out) if os.path.islink(os.path.join(out, n))]
+    root = os.path.join(out, "checkpoints")
+    if os.path.isdir(root) and not os.path.islink(root):
+        for name in os.listdir(root):
+            path = os.path.join(root, name)
+            found += [path] if os.path.islink(path) else [
+                os.path.join(path, n) for n in (os.listdir(path) if os.path.isdir(path) else ())
+                if os.path.islink(os.path.join(path, n))]
+    return sorted(found)
 
 
 def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
@@ -54,6 +64,9 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if os.path.exists(out) and not os.path.isdir(out):
         die(f"--out {out} is a file; give a folder")
     found = run_kind(out)
+    if found in KINDS and not overwrite and links_in(out):
+        die(f"--out {out} holds a symbolic link ({links_in(out)[0]}); a run never writes through one: "
+            "remove it, or choose another --out")
     if found == "other files":
         die(f"--out {out} already holds other files; choose another --out (--overwrite only replaces a run)")
     if found and not overwrite and not (resume and found == kind):
@@ -83,9 +96,9 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     found = check_run_folder(out, kind, resume, overwrite, inputs)
     try:
         os.makedirs(out, exist_ok=True)
-        lock = open(os.path.join(out, LOCK_FILE), "a+", encoding="utf-8")
+        lock = os.fdopen(open_no_link(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     except OSError as e:
-        die(f"cannot write to --out {out}: {e.strerror}; choose another --out")
+        die(f"cannot write to --out {out}: {e.filename or out} {e.strerror}; choose another --out")
     if fcntl is not None:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -101,21 +114,22 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         for name in set(os.listdir(out)) - {LOCK_FILE}:
             path = os.path.join(out, name)
             shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-    write_json(os.path.join(out, RUN_FILE), {"kind": kind})
+    try:
+        write_json(os.path.join(out, RUN_FILE), {"kind": kind})
+    except OSError as e:
+        die(f"cannot write to --out {out}: {e.strerror}; free some space or choose another --out")
     return lock
 
 
 def write_json(path: str, obj) -> None:
-    """Write JSON to a temporary name and rename it into place: never seen half-written."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Write JSON through files.write_file: never seen half-written, never through a link."""
+    write_file(path, lambda tmp: _dump(tmp, obj))
+
+
+def _dump(path: str, obj) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
 
 
 def read_json(path: str):
@@ -130,11 +144,22 @@ def read_json(path: str):
 # ---- checkpoint folders ---------------------------------------------------------------------
 
 
+STEP = re.compile(r"step-(\d+)")  # a checkpoint's name; anything else in checkpoints/ is never touched
+
+
 def checkpoints(out: str) -> list[str]:
-    """The `OUT/checkpoints/step-*` folders, oldest first: a folder only gets that name once it is complete."""
+    """The `OUT/checkpoints/step-<digits>` folders (not files, not links), ordered by their step number (oldest first):
+    a folder only gets that name once it is complete."""
     root = os.path.join(out, "checkpoints")
-    steps = sorted(d for d in os.listdir(root) if d.startswith("step-")) if os.path.isdir(root) else []
-    return [os.path.join(root, d) for d in steps]
+    names = [d for d in os.listdir(root) if is_checkpoint_name(d) and os.path.isdir(os.path.join(root, d))
+             and not os.path.islink(os.path.join(root, d))] if os.path.isdir(root) else []
+    return [os.path.join(root, d) for d in sorted(names, key=lambda d: int(STEP.fullmatch(d).group(1)))]
+
+
+def is_checkpoint_name(name: str) -> bool:
+    """`step-` and the step in at least six digits, as save_checkpoint names it: one name per step."""
+    match = STEP.fullmatch(name)
+    return match is not None and name == f"step-{int(match.group(1)):06d}"
 
 
 def latest_checkpoint(out: str) -> str | None:
@@ -143,27 +168,37 @@ def latest_checkpoint(out: str) -> str | None:
 
 
 def resolve_checkpoint(path: str) -> str:
-    """A checkpoint folder as given, or a pretraining run folder's newest checkpoint."""
+    """A checkpoint folder as given, or a pretraining run folder's newest checkpoint (one line
+    if the run has none yet)."""
     if os.path.isfile(os.path.join(path, "config.json")):
         return path
-    return latest_checkpoint(path) or path
+    latest = latest_checkpoint(path)
+    if latest is None and run_kind(path) == "pretraining":
+        die(f"{path} is a pretraining run with no checkpoint yet; wait for its first one (--save-every), "
+            "or give a checkpoint folder")
+    return latest or path
 
 
 def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
     """Write `OUT/checkpoints/step-NNNNNN` into a temporary folder and rename it into place; the
-    file `latest` names it for people; only the newest `keep` are kept."""
+    step is stored in model.safetensors' header too, so weights and training state are known
+    to belong together. The file `latest` names it for people; only the newest `keep` are
+    kept. A failure (a full disk) is an OSError, leaving no temporary folder."""
     root = os.path.join(out, "checkpoints")
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, tokenizer=tokenizer)
-    torch.save(state, os.path.join(tmp, "training_state.pt"))
-    if os.path.isdir(final):
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    with open(os.path.join(root, "latest.tmp"), "w", encoding="utf-8") as f:
-        f.write(name + "\n")
-    os.replace(os.path.join(root, "latest.tmp"), os.path.join(root, "latest"))
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp, tokenizer=tokenizer, metadata={"step": str(step)})
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        write_file(os.path.join(tmp, "training_state.pt"), buffer.getvalue())
+        if os.path.isdir(final):
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    write_file(os.path.join(root, "latest"), (name + "\n").encode())
     for old in checkpoints(out)[:-keep]:
         shutil.rmtree(old)
     return final
@@ -183,6 +218,4 @@ def truncate_metrics(path: str, step: int) -> None:
                 continue
             if isinstance(record, dict) and record.get("step", math.inf) <= step:
                 kept.append(json.dumps(record) + "\n")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.writelines(kept)
-    os.replace(path + ".tmp", path)
+    write_file(path, "".join(kept).encode("utf-8"))

@@ -31,27 +31,30 @@ def read_split(path: str) -> list[tuple[str, str]]:
     rows = []
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a byte-order mark is not text
-            if path.endswith(".jsonl"):
-                for n, line in enumerate(f, 1):
-                    if line.strip():
+            if path.endswith(".csv"):
+                rows = _csv_rows(f, path)
+            else:  # line numbers are the file's own: lines end at "\n" only, as editors count them
+                for n, line in enumerate(f.read().split("\n"), 1):
+                    if not line.strip():
+                        continue
+                    if path.endswith(".jsonl"):
                         r = json.loads(line)
                         if not isinstance(r, dict):
                             raise InputError(f"{path}:{n}: expected a JSON object with text and label")
                         rows.append((n, _field(r, "text", path, n), _field(r, "label", path, n)))
-            elif path.endswith(".csv"):
-                rows = [(n, _field(r, "text", path, n), _field(r, "label", path, n))
-                        for n, r in enumerate(csv.DictReader(f), 2)]
-            else:
-                for n, line in enumerate(f, 1):
-                    if line.strip():
-                        text, sep, label = line.rstrip("\r\n").rpartition("\t")
-                        if not sep:
-                            raise InputError(f"{path}:{n}: expected text<TAB>label")
-                        if not rows and _is_tsv_header(text, label):
-                            continue
-                        rows.append((n, text, label))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                        continue
+                    text, sep, label = line.rstrip("\r").rpartition("\t")
+                    if not sep:
+                        raise InputError(f"{path}:{n}: expected text<TAB>label")
+                    if not rows and _is_tsv_header(text, label):
+                        continue
+                    rows.append((n, text, label))
+    except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read {path}: {type(e).__name__}: {e}") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+    except csv.Error as e:
+        raise InputError(f"{path}: not readable as CSV ({e})") from None
     for n, text, label in rows:
         if not text.strip():
             raise InputError(f"{path}:{n}: empty text")
@@ -60,6 +63,25 @@ def read_split(path: str) -> list[tuple[str, str]]:
     if not rows:
         raise InputError(f"{path} holds no examples")
     return [(text, label.strip()) for _, text, label in rows]
+
+
+def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
+    """(line, text, label) of a .csv file whose header row names the columns text and label (any
+    case); the line is where the row starts in the file (a quoted text may span lines)."""
+    reader = csv.reader(f)
+    header = next(reader, None)
+    columns = [c.strip().lower() for c in header or []]
+    if "text" not in columns or "label" not in columns:
+        raise InputError(f"{path}:1: the header row must name the comma-separated columns text and label, "
+                         f"found {header}")
+    t, y = columns.index("text"), columns.index("label")
+    rows, start = [], reader.line_num + 1
+    for r in reader:
+        if any(c.strip() for c in r):
+            row = {"text": r[t] if t < len(r) else None, "label": r[y] if y < len(r) else None}
+            rows.append((start, _field(row, "text", path, start), _field(row, "label", path, start)))
+        start = reader.line_num + 1
+    return rows
 
 
 def _field(row: dict, name: str, path: str, n: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import torch
 
@@ -100,3 +101,24 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
 
 def weights_are_finite(model) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
+def parameter_count(config) -> int:
+    """The parameters of BertForMaskedLM(config), counted from the sizes, before anything is built:
+    embeddings V*C + P*C + T*C and their LayerNorm 2C; per layer 4 projections (4C^2 + 4C), the
+    feed-forward (2CI + I + C) and two LayerNorms (4C); the MLM head's transform (C^2 + 3C) and
+    output bias V (its matrix is the word embeddings)."""
+    C, I, L = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    embeddings = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * C + 2 * C
+    layer = 4 * C * C + 4 * C + 2 * C * I + I + C + 4 * C
+    return embeddings + L * layer + C * C + 3 * C + config.vocab_size
+
+
+def memory_of(device: torch.device) -> int | None:
+    """The bytes of memory of `device` (a GPU's own, else the machine's), or None where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None

@@ -1,0 +1,55 @@
+"""The one way minibert writes a file: never seen half-written, never through a symbolic link.
+
+`write_file` writes to a new temporary name beside the target (created afresh, so a link
+planted there is not followed), flushes it to disk and renames it over the target: a rename
+replaces a link at the target instead of writing where it points. `append_line` appends to a
+log, refusing a link. Whatever goes wrong (a full disk, a folder that is not writable) is an
+OSError naming the file, and no temporary file is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows has no such flag (and rarely user symlinks)
+
+
+def open_no_link(path: str, flags: int, mode: int = 0o644) -> int:
+    """os.open that refuses a symbolic link at `path` (OSError naming it)."""
+    try:
+        return os.open(path, flags | NOFOLLOW, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP or os.path.islink(path):
+            raise OSError(errno.ELOOP, "is a symbolic link; minibert never writes through one", path) from None
+        raise
+
+
+def write_file(path: str, data) -> None:
+    """Write `data` (bytes, or a function that writes a file given its name) to `path`:
+    temporary name, fsync, rename. On any failure `path` is as it was."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        if os.path.lexists(tmp):  # left by a crashed process of the same pid, or planted
+            os.remove(tmp)
+        fd = open_no_link(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(data, bytes):
+                f.write(data)
+        if not isinstance(data, bytes):
+            data(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def append_line(path: str, line: str) -> None:
+    """Append one line (a newline is added) to a log file, created if missing; never through a link."""
+    fd = open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(line + "\n")

@@ -1,0 +1,472 @@
+"""Bad inputs through the real commands, table by table: each is ONE line (a non-zero exit),
+said before any work, and nothing outside the run changes; nothing a run did not make is ever
+deleted or written; no checkpoint is trusted before it is checked.
+
+Every case runs in its own sandbox folder (tmp_path), snapshotted before and after: "nothing
+changed" is byte-for-byte over every file in it. The runs are tiny (1 layer, hidden 32, a
+160-word vocabulary, 2 steps)."""
+
+import errno
+import json
+import os
+import re
+import shutil
+import struct
+
+import pytest
+import torch
+
+import finetune
+import plot_metrics
+import polysemy
+import train_mlm
+from minibert import BertConfig, BertForSequenceClassification, CheckpointError
+from minibert.checkpoint import read_header, save_file
+from minibert.files import append_line, write_file
+from minibert.run.folders import LOCK_FILE, checkpoints
+
+from test_faults import pretrain_args
+from test_finetune import run as finetune_run
+
+
+def snapshot(root) -> dict:
+    """Every path under `root`: a link's target, or a file's bytes (folders: None)."""
+    return {str(p.relative_to(root)): (os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else None)
+            for p in sorted(root.rglob("*"))}
+
+
+def one_line_refusal(capsys, command, pattern: str) -> str:
+    """Run `command`: it must exit non-zero with one line matching `pattern` (a `die` message,
+    or argparse's error line after its usage) and print no traceback."""
+    with pytest.raises(SystemExit) as e:
+        command()
+    code = e.value.code
+    if isinstance(code, str):
+        line = code
+    else:
+        assert code not in (0, None)
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "\n" not in line and re.search(pattern, line), line
+    return line
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, corpus, setup):
+    """A finished 2-step pretraining run (checkpoints at steps 1 and 2), its data cache, and a
+    finished 1-epoch fine-tuning run (`cls`, with best/)."""
+    root = tmp_path_factory.mktemp("faults2")
+    train_mlm.main(pretrain_args(root / "pre", corpus, root / "cache", "--max-steps", "2", "--save-every", "1",
+                                 "--keep", "5"))
+    finetune_run(setup, root / "cls", "--epochs", "1")
+    return root
+
+
+def copy(base, name, sandbox):
+    shutil.copytree(base / name, sandbox / name, ignore=shutil.ignore_patterns(LOCK_FILE))
+    return sandbox / name
+
+
+def mlm(out, corpus, base, *extra):
+    return lambda: train_mlm.main(pretrain_args(out, corpus, base / "cache", *extra))
+
+
+def ft(setup, out, *extra):
+    return lambda: finetune_run(setup, out, *extra)
+
+
+# ---- A. nothing outside a run is deleted or written ---------------------------------------
+
+
+def test_a_folder_without_run_json_is_other_files_even_with_a_checkpoints_folder(base, corpus, setup, tmp_path,
+                                                                                 capsys):
+    """proj/ holds checkpoints/ and src/thesis.tex, but no run.json: it is not a run. Both
+    scripts, with --overwrite or --resume, refuse it in one line and nothing changes."""
+    proj = tmp_path / "proj"
+    (proj / "checkpoints").mkdir(parents=True)
+    (proj / "src").mkdir()
+    (proj / "src" / "thesis.tex").write_text("x")
+    (proj / "metrics.jsonl").write_text('{"step": 9}\n')
+    before = snapshot(tmp_path)
+    for command in (mlm(proj, corpus, base, "--overwrite"), mlm(proj, corpus, base, "--resume"),
+                    ft(setup, proj, "--overwrite"), ft(setup, proj)):
+        one_line_refusal(capsys, command, "already holds other files; choose another --out")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("script,extra,pattern", [
+    ("finetune", ["--lora-rank", "4", "--lora-modules", "attention.qry"], r"--lora-modules attention.qry: no Linear"),
+    ("finetune", ["--checkpoint", "nowhere"], r"--checkpoint nowhere: no such folder"),
+    ("mlm", ["--hidden", "100000000", "--heads", "1"], r"training it needs about .* GiB, more than"),
+    ("mlm", ["--layers", "100000", "--hidden", "4096"], r"training it needs about .* GiB, more than"),
+], ids=["lora-targets", "missing-checkpoint", "huge-hidden", "huge-layers"])
+def test_every_check_runs_before_overwrite_removes_the_old_run(base, corpus, setup, tmp_path, capsys, script,
+                                                                 extra, pattern):
+    """--overwrite with a check that fails later (LoRA targets that match nothing, a missing
+    checkpoint, sizes that cannot be allocated): one line, and the old run is whole."""
+    out = copy(base, "cls" if script == "finetune" else "pre", tmp_path)
+    before = snapshot(tmp_path)
+    command = ft(setup, out, "--overwrite", *extra) if script == "finetune" else \
+        mlm(out, corpus, base, "--overwrite", "--max-steps", "2", *extra)
+    one_line_refusal(capsys, command, pattern)
+    assert snapshot(tmp_path) == before
+
+
+def test_checkpoints_are_step_and_digits_ordered_by_number(base, corpus, tmp_path, capsys):
+    """step-1000000 is newer than step-999800; a copied step-best, a step-12a, names not written
+    as save_checkpoint writes them (step-7, step-0000005, step-3) and a file are not
+    checkpoints: never resumed from, pruned or deleted. A resume takes step 2."""
+    out = copy(base, "pre", tmp_path)
+    ckpts = out / "checkpoints"
+    for name in ("step-999800", "step-1000000"):
+        (tmp_path / "fake" / name).mkdir(parents=True)
+    assert [os.path.basename(c) for c in checkpoints(str(tmp_path / "fake"))] == []  # no checkpoints/ folder
+    (tmp_path / "fake" / "checkpoints").mkdir()
+    for name in ("step-999800", "step-1000000", "step-best", "step-12a", "step-7", "step-0000005"):
+        (tmp_path / "fake" / "checkpoints" / name).mkdir()
+    (tmp_path / "fake" / "checkpoints" / "step-000009").write_text("a file")
+    assert [os.path.basename(c) for c in checkpoints(str(tmp_path / "fake"))] == ["step-999800", "step-1000000"]
+    shutil.copytree(ckpts / "step-000002", ckpts / "step-best")
+    (ckpts / "step-3").write_text("not a folder")
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3", "--keep", "1"))
+    assert "resumed at step 2 from " + str(ckpts / "step-000002") in capsys.readouterr().out
+    assert sorted(os.listdir(ckpts)) == ["latest", "step-000003", "step-3", "step-best"]
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", LOCK_FILE, "summary.json", "checkpoints/latest"])
+def test_a_symlink_in_a_run_folder_is_never_written_through(base, corpus, tmp_path, capsys, name):
+    """A downloaded run folder whose metrics.jsonl, .lock, summary.json or checkpoints/latest
+    is a link to a file elsewhere: --resume refuses it in one line, and the file it points to
+    is unchanged."""
+    out = copy(base, "pre", tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = out / name
+    if link.exists():
+        link.unlink()
+    link.symlink_to(victim)
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, mlm(out, corpus, base, "--resume", "--max-steps", "3"),
+                     "holds a symbolic link .*never writes through one")
+    assert snapshot(tmp_path) == before
+
+
+def test_the_writers_refuse_a_link_and_leave_no_temporary_file(tmp_path):
+    """append_line never appends through a link; write_file replaces a link (not its target),
+    and a link planted at its temporary name is not followed."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "log").symlink_to(victim)
+    with pytest.raises(OSError, match="symbolic link"):
+        append_line(str(tmp_path / "log"), "x")
+    (tmp_path / "out.json").symlink_to(victim)
+    (tmp_path / f"out.json.tmp{os.getpid()}").symlink_to(victim)
+    write_file(str(tmp_path / "out.json"), b"{}")
+    assert victim.read_text() == "precious\n"
+    assert not (tmp_path / "out.json").is_symlink() and (tmp_path / "out.json").read_bytes() == b"{}"
+    assert sorted(os.listdir(tmp_path)) == ["log", "out.json", "victim.txt"]
+
+
+@pytest.mark.parametrize("left", [("best.old",), ("best.old", "best.tmp")])
+def test_best_is_recovered_after_a_kill_between_the_renames_of_export(base, setup, tmp_path, capsys, left):
+    """export renames best -> best.old, then best.tmp -> best: a kill in between leaves no best/.
+    The next predict (or fine-tuning start) puts the newest complete one back."""
+    out = copy(base, "cls", tmp_path)
+    for name in left:
+        shutil.copytree(out / "best", out / name)
+    shutil.rmtree(out / "best")
+    (tmp_path / "s.txt").write_text("a good film\n")
+    finetune.main(["predict", "--model", str(out / "best"), "--file", str(tmp_path / "s.txt")])
+    assert capsys.readouterr().out.count("\t") == 2
+    assert (out / "best" / "model.safetensors").is_file()
+
+
+# ---- B. no checkpoint is trusted before it is checked ---------------------------------------
+
+
+def edit_config(folder, **changes):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+
+
+@pytest.mark.parametrize("changes,pattern", [
+    ({"num_hidden_layers": 100000}, r"config.json says 100000 layers, the weights hold 2"),
+    ({"vocab_size": 10 ** 13}, r"word_embeddings.weight: config.json says \(10000000000000, 32\)"),
+    ({"intermediate_size": 10 ** 9}, r"intermediate.dense.weight: config.json says \(1000000000, 32\)"),
+], ids=["layers", "vocab", "intermediate"])
+def test_config_sizes_are_checked_against_the_header_before_the_model_is_built(base, tmp_path, capsys, changes,
+                                                                              pattern):
+    """An edited config.json is refused from the safetensors header alone: predict stops in one
+    line, at once, instead of allocating until the machine runs out of memory."""
+    best = copy(base, "cls", tmp_path) / "best"
+    edit_config(best, **changes)
+    (tmp_path / "s.txt").write_text("a good film\n")
+    one_line_refusal(capsys, lambda: finetune.main(["predict", "--model", str(best), "--file",
+                                                     str(tmp_path / "s.txt")]), pattern)
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "/etc/passwd", "sub/x.safetensors", ".."])
+def test_a_shard_is_a_plain_file_name_inside_the_folder(base, tmp_path, shard):
+    best = copy(base, "cls", tmp_path) / "best"
+    shutil.copy(best / "model.safetensors", tmp_path / "outside.safetensors")
+    (best / "model.safetensors").unlink()
+    (best / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": shard}}))
+    with pytest.raises(CheckpointError, match="not a file name inside the checkpoint folder"):
+        BertForSequenceClassification.from_pretrained(best)
+
+
+def rewrite_weights(ckpt, change):
+    """Rewrite a checkpoint's model.safetensors with `change(tensors)` applied, keeping its metadata."""
+    from safetensors.torch import load_file
+    tensors = {k: v.clone() for k, v in load_file(ckpt / "model.safetensors").items()}  # not the mapped file
+    metadata = read_header(str(ckpt / "model.safetensors"))[1]
+    change(tensors)
+    save_file(tensors, str(ckpt / "model.safetensors"), metadata=metadata)
+
+
+@pytest.mark.parametrize("damage,note", [
+    ("inf", "holds weights that are not finite"),
+    ("swapped", "holds the weights of step 1 beside the training state of step 2"),
+])
+def test_resume_skips_a_checkpoint_with_bad_or_swapped_weights(base, corpus, tmp_path, capsys, damage, note):
+    """The newest checkpoint's weights are not finite, or are step 1's beside step 2's training
+    state: --resume says so in one note and resumes from step 1."""
+    out = copy(base, "pre", tmp_path)
+    newest = out / "checkpoints" / "step-000002"
+    if damage == "inf":
+        rewrite_weights(newest, lambda t: t["cls.predictions.bias"].fill_(float("inf")))
+    else:
+        shutil.copy(out / "checkpoints" / "step-000001" / "model.safetensors", newest / "model.safetensors")
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
+    captured = capsys.readouterr()
+    assert f"note: {newest} {note}; trying the checkpoint before it" in captured.err
+    assert "resumed at step 1" in captured.out
+
+
+def test_a_tokenizer_that_is_not_the_models_is_refused(base, tmp_path, capsys):
+    """config.json records the sha256 of the tokenizer.json saved beside it: another tokenizer
+    of the same size (two words swapped) is refused in one line, by predict and by fine-tuning;
+    the digest is a key BertConfig reads without a warning."""
+    best = copy(base, "cls", tmp_path) / "best"
+    assert len(json.loads((best / "config.json").read_text())["tokenizer_sha256"]) == 64
+    tok = json.loads((best / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    a, b = sorted(vocab)[10:12]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (best / "tokenizer.json").write_text(json.dumps(tok))
+    (tmp_path / "s.txt").write_text("a good film\n")
+    one_line_refusal(capsys, lambda: finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "s.txt")]),
+                     "is not the tokenizer its model was saved with")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BertConfig.load(best)
+
+
+def test_the_bag_of_words_baseline_can_never_lose_the_results(setup, tmp_path, capsys, monkeypatch):
+    """Too many weights (here: a bound of 10): bag-of-words is skipped with a note; a baseline
+    that crashes (out of memory) is skipped too. Either way summary.json holds the model's scores."""
+    monkeypatch.setattr(finetune, "MAX_WEIGHTS", 10)
+    finetune_run(setup, tmp_path / "a", "--epochs", "1")
+    assert "note: bag-of-words skipped" in capsys.readouterr().err
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["bow_test_acc"] is None and summary["test_acc"] > 0
+    monkeypatch.undo()
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(finetune.BagOfWords, "tuned", crash)
+    finetune_run(setup, tmp_path / "b", "--epochs", "1")
+    assert "note: bag-of-words skipped: DefaultCPUAllocator" in capsys.readouterr().err
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["bow_l2"] is None
+
+
+# ---- C. one line for every user error, said before the work ---------------------------------
+
+
+def fill_disk(monkeypatch, module, name: str):
+    """The files named `name*` that `module` writes fail half-way, as on a full disk."""
+    real = module.write_file
+
+    def writer(path, data):
+        if not os.path.basename(path).startswith(name):
+            return real(path, data)
+
+        def half_then_full(tmp):
+            with open(tmp, "wb") as f:
+                f.write(b"partial")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
+        return real(path, half_then_full)
+
+    monkeypatch.setattr(module, "write_file", writer)
+
+
+@pytest.mark.parametrize("module,name,script,pattern", [
+    ("minibert.run.folders", "training_state.pt", "mlm",
+     r"cannot write the checkpoint of step 1 \(No space left on device\); stopping \(no checkpoint was written\)"),
+    ("minibert.text", "tokenizer-", "mlm", r"the data cache .*: No space left on device; free some space"),
+    ("minibert.checkpoint", "tokenizer.json", "finetune", r"cannot write .*best \(No space left on device\)"),
+], ids=["training-state", "data-cache-tokenizer", "export-tokenizer"])
+def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, capsys, monkeypatch, module, name,
+                                                 script, pattern):
+    """The training state of a checkpoint, the data cache's tokenizer, the tokenizer of best/:
+    one line each, and no temporary file or folder is left."""
+    import importlib
+    fill_disk(monkeypatch, importlib.import_module(module), name)
+    cache = tmp_path / "cache"
+    shutil.copytree(base / "cache", cache)
+    for tokenizer in cache.rglob("tokenizer-*.json"):
+        tokenizer.unlink()
+    command = ft(setup, tmp_path / "run", "--epochs", "1") if script == "finetune" else \
+        lambda: train_mlm.main(pretrain_args(tmp_path / "run", corpus, cache, "--max-steps", "1"))
+    one_line_refusal(capsys, command, pattern)
+    assert [p for p in tmp_path.rglob("*") if ".tmp" in p.name] == []
+
+
+@pytest.mark.parametrize("script,extra,pattern", [
+    ("mlm", ["--seq-len", "3"], r"--seq-len must be at least 5"),
+    ("mlm", ["--seed", "-1"], r"--seed must be in \[0, 2\^32\)"),
+    ("mlm", ["--seed", str(2 ** 64)], r"--seed must be in"),
+    ("finetune", ["--seed", str(2 ** 64)], r"--seed must be in"),
+    ("finetune", ["--lora-rank", "4", "--lora-alpha", "nan"], r"--lora-alpha must be a positive number, got nan"),
+    ("finetune", ["--lora-rank", "4", "--lora-alpha", "inf"], r"--lora-alpha must be a positive number, got inf"),
+    ("finetune", ["--lora-rank", "4", "--lora-modules", "nothing.here"], r"--lora-modules nothing.here: no Linear"),
+], ids=["seq-len-3", "seed-negative", "seed-huge", "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing"])
+def test_bad_flags_are_one_line_before_anything_is_written(base, corpus, setup, tmp_path, capsys, script, extra,
+                                                           pattern):
+    """Nothing is made: not the run folder, not a data cache."""
+    command = mlm(tmp_path / "out", corpus, base, *extra) if script == "mlm" else ft(setup, tmp_path / "out", *extra)
+    one_line_refusal(capsys, command, pattern)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("damage", ["tokenizer", "tokens", "tokens-out-of-vocabulary"])
+def test_a_damaged_data_cache_is_made_again(base, corpus, tmp_path, capsys, damage):
+    """A cached tokenizer or token file cut short (or holding ids outside the vocabulary) is
+    derived data: it is made again, and the run goes on."""
+    shutil.copytree(base / "cache", tmp_path / "cache")
+    if damage == "tokenizer":
+        files = list((tmp_path / "cache").rglob("tokenizer-*.json"))
+        for f in files:
+            f.write_bytes(f.read_bytes()[:50])
+    else:
+        files = list((tmp_path / "cache").rglob("tokens/*.pt"))
+        for f in files:
+            if damage == "tokens":
+                f.write_bytes(f.read_bytes()[:80])
+            else:
+                torch.save({"ids": torch.tensor([10 ** 6], dtype=torch.int32), "starts": torch.tensor([0])}, f)
+    assert files
+    train_mlm.main(pretrain_args(tmp_path / "run", corpus, tmp_path / "cache", "--max-steps", "1"))
+    assert "validation: loss" in capsys.readouterr().out
+
+
+def test_a_missing_split_file_of_the_cache_is_one_line(base, corpus, tmp_path, capsys):
+    shutil.copytree(base / "cache", tmp_path / "cache")
+    (folder,) = [p.parent.parent for p in (tmp_path / "cache").rglob("pretrain/valid.txt")]
+    (folder / "pretrain" / "valid.txt").unlink()
+    shutil.rmtree(folder / "tokens")
+    one_line_refusal(capsys, lambda: train_mlm.main(pretrain_args(tmp_path / "run", corpus, tmp_path / "cache")),
+                     r"the data cache .*valid.txt: No such file or directory; .*delete that folder")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["missing.jsonl"], "missing.jsonl: no such file"),
+    (["."], r"\.: a folder"),
+    (["m.jsonl", "--out", "nowhere/loss.png"], "its folder does not exist"),
+    (["m.jsonl", "--out", "m.jsonl"], "is the metrics file itself"),
+    (["m.jsonl", "--out", "."], "a folder; give a PNG path"),
+], ids=["missing", "folder", "out-in-missing-folder", "out-is-the-log", "out-is-a-folder"])
+def test_plot_metrics_bad_paths_are_one_line(tmp_path, capsys, monkeypatch, argv, pattern):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.jsonl").write_text('{"step": 1, "train_loss": 3.0}\n')
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, lambda: plot_metrics.main(argv), pattern)
+    assert snapshot(tmp_path) == before
+
+
+def test_plot_metrics_skips_a_line_a_crash_cut(tmp_path):
+    (tmp_path / "m.jsonl").write_text('{"step": 1, "train_loss": 3.0}\n{"step": 2, "valid_loss": 2.5}\n{"step": 3, "tr')
+    assert plot_metrics.read_losses(str(tmp_path / "m.jsonl")) == ([(1, 3.0)], [(2, 2.5)])
+
+
+def test_polysemy_bad_paths_are_one_line(base, tmp_path, capsys):
+    """A missing --minilm, a damaged --zh-checkpoint, an --out that is a file."""
+    good = base / "cls" / "best"
+    damaged = copy(base, "cls", tmp_path) / "best"
+    (damaged / "model.safetensors").write_bytes(b"12345678")
+    (tmp_path / "file").write_text("x")
+    cases = [(["--minilm", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")], "cannot load --minilm"),
+             (["--minilm", str(good), "--zh-checkpoint", str(damaged), "--out", str(tmp_path / "o")],
+              "cannot load --zh-checkpoint .*not a readable safetensors file"),
+             (["--minilm", str(good), "--out", str(tmp_path / "file")], "cannot make --out")]
+    for argv, pattern in cases:
+        one_line_refusal(capsys, lambda: polysemy.main(argv), pattern)
+
+
+def test_exercise_and_compare_refuse_a_damaged_encoder_and_a_file_as_out(base, tmp_path, capsys, monkeypatch):
+    import exercise
+    from experiments import compare, harness
+
+    damaged = copy(base, "cls", tmp_path) / "best"
+    edit_config(damaged, num_hidden_layers=7)
+    monkeypatch.setattr(exercise, "fetch_minilm", lambda: str(damaged))
+    one_line_refusal(capsys, exercise.main, "config.json says 7 layers.*delete data/cache/minilm")
+    (tmp_path / "file").write_text("x")
+    one_line_refusal(capsys, lambda: compare.main(["methods", "--quick", "--out", str(tmp_path / "file"),
+                                                   "--encoders", str(damaged)]), "cannot make --out")
+    task = harness.Task.load(8, 4, 4)
+    one_line_refusal(capsys, lambda: harness.Encoder.open(str(damaged), task),
+                     f"--encoders {re.escape(str(damaged))}: .*config.json says 7 layers")
+
+
+def test_misleading_messages_are_fixed(base, corpus, setup, tmp_path, capsys):
+    """A changed corpus file says its text changed (not "(same path) then, (same path) now");
+    --no-fused-adamw on a resume is really applied; a pretraining run with no checkpoint yet is
+    said so, not "no tokenizer.json"."""
+    out = copy(base, "pre", tmp_path)
+    changed = tmp_path / "corpus.txt"
+    shutil.copy(corpus, changed)
+    train_mlm.main(pretrain_args(out, changed, base / "cache", "--resume", "--max-steps", "3", "--no-fused-adamw"))
+    assert "--fused-adamw True -> False" in capsys.readouterr().out
+    groups = torch.load(out / "checkpoints" / "step-000003" / "training_state.pt", weights_only=True)
+    assert [(g["fused"], g["foreach"]) for g in groups["optimizer"]["param_groups"]] == [(None, True)] * 2
+    with open(changed, "a") as f:
+        f.write("one more line of text.\n")
+    one_line_refusal(capsys, mlm(out, changed, base, "--resume", "--max-steps", "4"),
+                     r"--corpus \(its text: text-\w+ then, text-\w+ now\) differ")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "run.json").write_text('{"kind": "pretraining"}')
+    one_line_refusal(capsys, lambda: finetune_run(setup, tmp_path / "o", "--checkpoint", str(empty)),
+                     "is a pretraining run with no checkpoint yet")
+
+
+@pytest.mark.parametrize("text,pattern", [
+    ("a fine film,pos\nbad,neg\n", r"train.csv:1: the header row must name the comma-separated columns text and label"),
+    ("text;label\na fine film;pos\n", r"train.csv:1: the header row must name .*found \['text;label'\]"),
+    ('text,label\n"a fine\nfilm",pos\n\n"",neg\n', r"train.csv:5: empty text"),
+    ('text,label\n"a fine\nfilm",pos\nbad\n', r"train.csv:4: missing label"),
+], ids=["no-header", "semicolons", "line-after-a-quoted-newline", "short-row"])
+def test_csv_problems_are_named_with_the_files_own_line(tmp_path, text, pattern):
+    from minibert.run.labelled import InputError, read_split
+    (tmp_path / "train.csv").write_text(text)
+    with pytest.raises(InputError, match=pattern):
+        read_split(str(tmp_path / "train.csv"))
+
+
+def test_a_capitalised_csv_header_reads_and_jsonl_lines_are_physical(tmp_path):
+    from minibert.run.labelled import InputError, read_split
+    (tmp_path / "train.csv").write_text("Text,Label\na fine film,pos\n")
+    assert read_split(str(tmp_path / "train.csv")) == [("a fine film", "pos")]
+    (tmp_path / "train.jsonl").write_bytes('{"text": "a",\r "label": "x"}\r\n{"text": "c\u2028d", "label": "y"}\n'
+                                           '{"text": "", "label": "z"}\n'.encode())
+    with pytest.raises(InputError, match=r"train.jsonl:3: empty text"):
+        read_split(str(tmp_path / "train.jsonl"))
+
+
+def test_a_header_whose_length_exceeds_the_file_is_damaged(tmp_path):
+    (tmp_path / "x.safetensors").write_bytes(struct.pack("<Q", 10 ** 12) + b"{}")
+    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+        read_header(str(tmp_path / "x.safetensors"))
