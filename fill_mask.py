@@ -37,7 +37,7 @@ import torch
 from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.run import die
-from minibert.run.folders import resolve_checkpoint, run_kind
+from minibert.run.folders import resolve_checkpoint
 from minibert.run.training import pick_device
 
 
@@ -54,10 +54,8 @@ def checkpoint_folder(path: str) -> str:
     """--checkpoint as a checkpoint folder: as given, or a run folder's newest checkpoint."""
     if not os.path.isdir(path):
         die(f"--checkpoint {path}: no such folder")
-    folder = resolve_checkpoint(path)
+    folder = resolve_checkpoint(path)  # one line for a run without a checkpoint yet
     if not os.path.isfile(os.path.join(folder, "config.json")):
-        if run_kind(path) == "pretraining":
-            die(f"--checkpoint {path} is a train_mlm.py run with no checkpoint yet; wait for its first one")
         die(f"--checkpoint {path} holds no config.json: give a checkpoint folder or a train_mlm.py run folder")
     return folder
 

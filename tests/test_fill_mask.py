@@ -256,7 +256,7 @@ class Stdin:
     ("encoder", ["the [MASK] ."], None, r"cannot load --checkpoint .*encoder: .*encoder has no masked-LM head"),
     ("classifier", ["the [MASK] ."], None, r"classifier has no masked-LM head"),
     ("hf-encoder", ["the [MASK] ."], None, r"hf-encoder has no masked-LM head"),
-    ("run", ["the [MASK] ."], None, r"--checkpoint .*run is a train_mlm.py run with no checkpoint yet"),
+    ("run", ["the [MASK] ."], None, r".*run is a pretraining run with no checkpoint yet"),
     ("missing", ["the [MASK] ."], None, r"--checkpoint .*missing: no such folder"),
     ("mlm", [], b"the [MASK] \xff\n", r"cannot read standard input: 'utf-8' codec can't decode byte 0xff"),
     ("mlm", [], "closed", r"cannot read standard input: it is closed"),
