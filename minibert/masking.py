@@ -59,6 +59,13 @@ def _id_tensor(ids, name: str) -> torch.Tensor:
     return t.long()
 
 
+def _check_id(value, name: str, limit: int | None = None) -> None:
+    """A token id given as a Python value: an int in [0, limit) (no tensor is read)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (limit is not None and value >= limit):
+        where = f"[0, {limit})" if limit is not None else "0 or more"
+        raise MaskingError(f"{name} must be a token id, an int in {where}; got {value!r}")
+
+
 def check_replacement_pool(ordinary_token_ids, special_ids, mask_id: int) -> torch.Tensor:
     """The pool of random replacements checked once, on the host: returns it as a (V',) long tensor.
 
@@ -69,6 +76,9 @@ def check_replacement_pool(ordinary_token_ids, special_ids, mask_id: int) -> tor
     mask_batch(..., check=False) on every step, which reads no value on the host.
     """
     pool = _id_tensor(ordinary_token_ids, "ordinary_token_ids")                     # (V',)
+    _check_id(mask_id, "mask_id")
+    if int(pool.min()) < 0:
+        raise MaskingError(f"ordinary_token_ids must be token ids (0 or more), got {int(pool.min())}")
     forbidden = torch.tensor([*special_ids, mask_id], device=pool.device)            # (S + 1,)
     bad = pool[torch.isin(pool, forbidden)].unique().tolist()
     if bad:
@@ -112,6 +122,7 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
                            "must be the same (B, T) shape")
     if not 0.0 < probability <= 1.0:
         raise MaskingError(f"probability must be in (0, 1], got {probability}")
+    _check_id(mask_id, "mask_id")
     if not check and special_ids is not None:
         raise MaskingError("special_ids is read only by check=True; with check=False check the pool "
                            "once with check_replacement_pool")
@@ -119,6 +130,8 @@ def mask_batch(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ma
     special = special_mask.bool()                                                      # (B, T)
     candidates = attention_mask.bool() & ~special                                      # (B, T)
     if check:
+        if input_ids.numel() and int(input_ids.min()) < 0:
+            raise MaskingError(f"input_ids must be token ids (0 or more), got {int(input_ids.min())}")
         if not candidates.any():
             raise MaskingError("the batch has no candidate position to mask: every position is "
                                "padding or a special token")
@@ -185,6 +198,13 @@ def random_mask_tokens(input_ids: torch.Tensor, vocab_size: int, mask_token_id: 
     vocabulary minus `special_tokens` and mask_token_id, never a special token (S27).
     For training use mask_batch, which also knows padding and guarantees a target per row.
     """
+    if not 0.0 < mask_prob <= 1.0:
+        raise MaskingError(f"mask_prob must be in (0, 1], got {mask_prob}")
+    _check_id(vocab_size, "vocab_size")
+    _check_id(mask_token_id, "mask_token_id", vocab_size)
+    if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab_size):
+        raise MaskingError(f"input_ids must lie in [0, {vocab_size}), got values from {int(input_ids.min())} "
+                           f"to {int(input_ids.max())}")
     special = torch.tensor(sorted(set(special_tokens or [])), dtype=torch.long)
     protected = torch.isin(input_ids, special.to(input_ids.device))           # (B, T)
     dev = _draw_device(generator)

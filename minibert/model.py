@@ -255,9 +255,10 @@ class BertModel(BertPreTrainedModel):
         return torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None
 
     def _check_inputs(self, input_ids, attention_mask, token_type_ids) -> None:
-        """Shapes always; id ranges only on a CPU and outside torch.compile, where reading a
-        value costs no device sync and no graph break (on a GPU an out-of-range id stops the
-        embedding lookup itself)."""
+        """Shapes always; id ranges and the attention mask's values (0 or 1: other values would make
+        the padded and unpadded paths disagree) only on a CPU and outside torch.compile, where
+        reading a value costs no device sync and no graph break (on a GPU an out-of-range id stops
+        the embedding lookup itself)."""
         cfg = self.config
         if input_ids.dim() != 2 or input_ids.dtype.is_floating_point or input_ids.numel() == 0:
             raise ValueError(f"input_ids must be a non-empty (B, T) tensor of token ids, got "
@@ -268,6 +269,10 @@ class BertModel(BertPreTrainedModel):
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
             raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, "
                              f"input_ids {tuple(input_ids.shape)}")
+        if (attention_mask is not None and attention_mask.device.type == "cpu" and not torch.compiler.is_compiling()
+                and not ((attention_mask == 0) | (attention_mask == 1)).all()):
+            raise ValueError("attention_mask must hold 0 (padding) and 1 (real token) only, got values "
+                             f"{sorted(set(attention_mask.unique().tolist()))[:6]}")
         for name, t, limit in (("input_ids", input_ids, cfg.vocab_size),
                                ("token_type_ids", token_type_ids, cfg.type_vocab_size)):
             if t.shape != input_ids.shape:

@@ -334,3 +334,25 @@ def test_the_target_given_to_an_empty_row_is_uniform_and_80_10_10():
     assert abs(masked - 0.8) < 4 * sd80, masked
     assert abs(rand - 0.1) < 4 * sd10, rand
     assert abs(kept - 0.1) < 4 * sd10, kept
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda ids, att, sp: mask_batch(ids, att, sp, -1, [5, 6], None), "mask_id must be a token id"),
+    (lambda ids, att, sp: mask_batch(ids, att, sp, 4.0, [5, 6], None), "mask_id must be a token id"),
+    (lambda ids, att, sp: mask_batch(ids, att, sp, True, [5, 6], None), "mask_id must be a token id"),
+    (lambda ids, att, sp: mask_batch(ids - 9, att, sp, 4, [5, 6], None), "input_ids must be token ids"),
+    (lambda ids, att, sp: mask_batch(ids, att, sp, 4, [5, -6], None), "ordinary_token_ids must be token ids"),
+    (lambda ids, att, sp: random_mask_tokens(ids, 10, 4, mask_prob=0.0), r"mask_prob must be in \(0, 1\]"),
+    (lambda ids, att, sp: random_mask_tokens(ids, 10, 4, mask_prob=1.5), r"mask_prob must be in \(0, 1\]"),
+    (lambda ids, att, sp: random_mask_tokens(ids, 10, 4, mask_prob=float("nan")), r"mask_prob must be in"),
+    (lambda ids, att, sp: random_mask_tokens(ids, 10, 10), r"mask_token_id must be a token id, an int in \[0, 10\)"),
+    (lambda ids, att, sp: random_mask_tokens(ids, 8, 4), r"input_ids must lie in \[0, 8\), got values from 2 to 9"),
+])
+def test_values_the_masker_must_refuse(call, message):
+    """Ids are non-negative ints (a float, a bool or -1 is no token id), the exercise's API knows
+    its vocabulary (ids 2..9 do not fit a vocabulary of 8) and a probability lies in (0, 1]: each is
+    a MaskingError naming the argument, before anything is drawn."""
+    ids = torch.tensor([[2, 7, 8, 9, 3]])
+    att, sp = torch.ones_like(ids), (ids == 2) | (ids == 3)
+    with pytest.raises(MaskingError, match=message):
+        call(ids, att, sp)

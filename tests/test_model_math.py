@@ -249,3 +249,15 @@ def test_bad_inputs_raise_clear_errors(batch):
         model(ids, mask[:, :5])
     with pytest.raises(ValueError, match=r"\(B, T\) tensor of token ids"):
         model(ids.float())
+
+
+def test_an_attention_mask_of_other_values_than_0_and_1_is_refused():
+    """A mask value 2 would be a weight in the additive mask of the padded path ((1 - 2) * min) but
+    a real token to the unpadded path, so the two would disagree: the model refuses it, in one
+    ValueError naming the values, before any layer runs."""
+    model = BertModel(tiny_config())
+    ids = torch.tensor([[2, 5, 6, 3]])
+    with pytest.raises(ValueError, match=r"attention_mask must hold 0 \(padding\) and 1 \(real token\) only, got "
+                                         r"values \[0, 1, 2\]"):
+        model(ids, torch.tensor([[1, 2, 1, 0]]))
+    model(ids, torch.tensor([[1, 1, 1, 0]]))  # 0 and 1 pass
