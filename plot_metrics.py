@@ -4,28 +4,23 @@
 """
 
 import argparse
-import json
 import os
 
 from minibert.run import die
+from minibert.run.folders import metric_records
 
 
 def read_losses(metrics_path: str) -> tuple[list, list]:
     """(step, training loss) and (step, validation loss) pairs; a line a crash cut short, or
     any line that is not a JSON record, is skipped."""
     train, valid = [], []
-    with open(metrics_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(r, dict) or not isinstance(r.get("step"), int):
-                continue
-            if isinstance(r.get("train_loss"), (int, float)):
-                train.append((r["step"], r["train_loss"]))
-            if isinstance(r.get("valid_loss"), (int, float)):
-                valid.append((r["step"], r["valid_loss"]))
+    for r in metric_records(metrics_path):
+        if not isinstance(r.get("step"), int):
+            continue
+        if isinstance(r.get("train_loss"), (int, float)):
+            train.append((r["step"], r["train_loss"]))
+        if isinstance(r.get("valid_loss"), (int, float)):
+            valid.append((r["step"], r["valid_loss"]))
     return train, valid
 
 

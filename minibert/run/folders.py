@@ -209,13 +209,18 @@ def truncate_metrics(path: str, step: int) -> None:
     line a crash cut short."""
     if not os.path.isfile(path):
         return
-    kept = []
+    kept = [json.dumps(r) + "\n" for r in metric_records(path) if r.get("step", math.inf) <= step]
+    write_file(path, "".join(kept).encode("utf-8"))
+
+
+def metric_records(path: str):
+    """The JSON records (dicts) of a metrics.jsonl, in order; a line a crash cut short, or any
+    line that is not a JSON record, is skipped."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and record.get("step", math.inf) <= step:
-                kept.append(json.dumps(record) + "\n")
-    write_file(path, "".join(kept).encode("utf-8"))
+            if isinstance(record, dict):
+                yield record
