@@ -1,6 +1,6 @@
 """Pretrain a small BERT with masked language modelling, on a laptop GPU or a CPU.
 
-    python train_mlm.py                                  # bert-mini on the English corpus, ~10 min on 2 CPU cores
+    python train_mlm.py                                  # bert-tiny on the English corpus, ~10 min on 2 CPU cores
     python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
     python train_mlm.py --corpus my_text.txt             # your own text, one document per line
     python train_mlm.py --resume                         # continue the run in --out
@@ -50,11 +50,12 @@ def parse_args(argv=None):
                    help="en (default: VADER sentences + Wikipedia sample, 4.5 MB), en-large (en + BBC news + "
                         "Shakespeare, 13.5 MB), zh (People's Daily), or UTF-8 text files with one document per line")
     a.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
-    a.add_argument("--vocab-size", type=int, default=8192, help="WordPiece vocabulary size (default: 8192)")
+    a.add_argument("--vocab-size", type=int, default=4096, help="WordPiece vocabulary size (default: 4096)")
     a.add_argument("--seq-len", type=int, default=128, help="tokens per packed block (default: 128)")
     m = p.add_argument_group("model")
-    m.add_argument("--preset", default="bert-mini",
-                   help="bert-tiny | bert-mini | bert-small | bert-medium | bert-base (default: bert-mini)")
+    m.add_argument("--preset", default="bert-tiny",
+                   help="bert-tiny | bert-mini | bert-small | bert-medium | bert-base (default: bert-tiny: on a CPU "
+                        "budget it reads the most text, and short runs learn about as much per token at any size)")
     m.add_argument("--layers", type=int, help="override the preset's number of layers")
     m.add_argument("--hidden", type=int, help="override the preset's hidden size (intermediate = 4x unless given)")
     m.add_argument("--heads", type=int, help="override the preset's number of attention heads")
@@ -65,7 +66,7 @@ def parse_args(argv=None):
     m.add_argument("--sdpa", action=argparse.BooleanOptionalAction, default=True,
                    help="use F.scaled_dot_product_attention (same numbers as the written-out math; default: on)")
     o = p.add_argument_group("optimisation")
-    o.add_argument("--max-steps", type=int, default=2200, help="optimizer steps (default: 2200)")
+    o.add_argument("--max-steps", type=int, default=5000, help="optimizer steps (default: 5000)")
     o.add_argument("--batch-size", type=int, default=16, help="blocks per process per micro-step (default: 16)")
     o.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (default: 1)")
     o.add_argument("--lr", type=float, default=1e-3,
