@@ -94,7 +94,7 @@ def main(argv=None):
     try:
         model, tokenizer = load_masked_lm(folder), load_tokenizer(folder)
     except (CheckpointError, FileNotFoundError) as e:
-        die(f"cannot load --checkpoint {args.checkpoint}: " + "; ".join(line.strip() for line in str(e).splitlines()))
+        die(f"cannot load --checkpoint {args.checkpoint}: {e}")
     texts = (EXAMPLES if args.examples else []) + (args.texts if args.texts or args.examples else read_texts([]))
     try:
         results = fill_mask(model.to(device), tokenizer, texts, k=args.top_k)

@@ -254,8 +254,6 @@ def train(args):
     device = pick_device(args.device)
     use_tf32(device, args.tf32)
     inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")
-    if run_kind(args.out) == "fine-tuning":
-        recover_best(os.path.join(args.out, "best"))
     check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # before any data is loaded
     data, tokenizer = read_labelled(args)
     model, pad_id = build_model(args, data, tokenizer)
@@ -285,6 +283,17 @@ def train(args):
     return summary
 
 
+def recover_export(model: str) -> None:
+    """A fine-tuning run's best/ that an export killed between its renames left missing is put
+    back (recover_best), under the run's lock; any other folder is only read, never changed."""
+    run = os.path.dirname(model)
+    if os.path.basename(model) != "best" or os.path.isdir(model) or run_kind(run) != "fine-tuning":
+        return
+    lock = claim_run_folder(run, "fine-tuning", resume=True)
+    recover_best(model)
+    lock.close()
+
+
 def predict(args):
     try:
         if args.file:
@@ -299,8 +308,7 @@ def predict(args):
     texts = [line for line in lines if line.strip()]
     if not texts:
         die("no text to label (one sentence per line, from --file or standard input)")
-    if os.path.basename(os.path.normpath(args.model)) == "best":
-        recover_best(os.path.normpath(args.model))
+    recover_export(os.path.normpath(args.model))
     try:
         model = load_model(args.model, default=BertForSequenceClassification).eval()
         tokenizer = load_tokenizer(args.model)
@@ -364,7 +372,7 @@ def parse_args(argv=None):
                    help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--overwrite", action="store_true",
-                   help="replace the run --out holds: all of it is removed first (never a folder of other files, nor one holding this run's inputs)")
+                   help="replace the fine-tuning run --out holds: all of it is removed first (never a run of another kind, a folder of other files, nor one holding this run's inputs)")
     q = sub.add_parser("predict", help="label sentences with a fine-tuned model")
     q.add_argument("--model", required=True, help="a folder written by `finetune.py train` (its best/ folder)")
     q.add_argument("--file", help="one sentence per line (default: standard input)")

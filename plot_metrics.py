@@ -4,8 +4,10 @@
 """
 
 import argparse
+import io
 import os
 
+from minibert.files import write_file
 from minibert.run import die
 from minibert.run.folders import metric_records
 
@@ -15,16 +17,32 @@ def read_losses(metrics_path: str) -> tuple[list, list]:
     any line that is not a JSON record, is skipped."""
     train, valid = [], []
     for r in metric_records(metrics_path):
-        if not isinstance(r.get("step"), int):
+        if not number(r.get("step"), int):
             continue
-        if isinstance(r.get("train_loss"), (int, float)):
+        if number(r.get("train_loss")):
             train.append((r["step"], r["train_loss"]))
-        if isinstance(r.get("valid_loss"), (int, float)):
+        if number(r.get("valid_loss")):
             valid.append((r["step"], r["valid_loss"]))
     return train, valid
 
 
+def number(value, kind=(int, float)) -> bool:
+    """A number matplotlib can draw: not a bool, not an integer too large for a float."""
+    if isinstance(value, bool) or not isinstance(value, kind):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+FORMATS = ("png", "pdf", "svg")  # what --out's extension may ask for (none: PNG)
+
+
 def plot_metrics(metrics_path: str, out_path: str) -> str:
+    """Draw the losses into `out_path`, rendered in memory, then written through files.write_file
+    (never through a link)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -42,8 +60,10 @@ def plot_metrics(metrics_path: str, out_path: str) -> str:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out_path)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=os.path.splitext(out_path)[1][1:].lower() or "png")
     plt.close(fig)
+    write_file(out_path, buffer.getvalue())
     return out_path
 
 
@@ -58,6 +78,8 @@ def main(argv=None):
             "give the metrics.jsonl of a train_mlm.py run")
     if os.path.realpath(out) == os.path.realpath(args.metrics):
         die(f"--out {out} is the metrics file itself; give another PNG path")
+    if os.path.splitext(out)[1][1:].lower() not in ("", *FORMATS):
+        die(f"--out {out}: cannot draw a {os.path.splitext(out)[1]} file; give a .png, .pdf or .svg path")
     if os.path.isdir(out) or not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         die(f"--out {out}: {'a folder' if os.path.isdir(out) else 'its folder does not exist'}; give a PNG path")
     try:

@@ -234,10 +234,11 @@ FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "preset", "layers", "hidde
 NOT_COMPARED = ("resume", "overwrite", "out", "data_root", "no_progress")
 
 
-def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, corpus: str):
+def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, corpus: str, device):
     """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
-    (None, None, None) when there is none yet. A damaged checkpoint is skipped with a one-line
-    note; flags that may not change on a resume stop the run, the others are applied and said."""
+    (None, None, None) when there is none yet. A damaged checkpoint (a file unreadable, or a
+    training state that does not restore into its model) is skipped with a one-line note;
+    flags that may not change on a resume stop the run, the others are applied and said."""
     found = checkpoints(args.out)
     for ckpt in reversed(found):
         try:
@@ -245,12 +246,13 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
             saved_tokenizer = load_tokenizer(ckpt)
             model = BertForMaskedLM.from_pretrained(ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout,
                                                     attention_probs_dropout_prob=args.dropout)
-            step, saved = int(state["step"]), dict(state["args"])
-        except Exception as e:  # any file of it unreadable: the checkpoint is damaged
+            check_training_state(state, model, device)
+            step, saved = state["step"], state["args"]
+            problem = checkpoint_problem(ckpt, model, step)
+        except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
             print(f"note: {ckpt} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
                   "trying the checkpoint before it", file=sys.stderr)
             continue
-        problem = checkpoint_problem(ckpt, model, step)
         if problem:
             print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
             continue
@@ -283,6 +285,29 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
     if found:
         die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole; start again with --overwrite")
     return None, None, None
+
+
+def check_training_state(state: dict, model, device) -> None:
+    """Raise if a checkpoint's training state cannot be restored into `model`: it is loaded into
+    a throwaway optimizer, schedule and generators first, so a bad one (a wrong type, a missing
+    key, a generator state of another size) is skipped like a damaged file, and nothing the run
+    uses is changed."""
+    if type(state["step"]) is not int or state["step"] < 0:
+        raise ValueError(f"step {state['step']!r} is not a step number")
+    if not isinstance(state["args"], dict):
+        raise ValueError("args is not a record of the flags")
+    params = list(model.parameters())
+    optimizer = adamw(params, 1.0, 0.0, fused=False)
+    optimizer.load_state_dict(state["optimizer"])
+    for p in params:
+        for value in optimizer.state[p].values():
+            if torch.is_tensor(value) and value.dim() and value.shape != p.shape:
+                raise ValueError(f"an optimizer state of shape {tuple(value.shape)} for a parameter of {tuple(p.shape)}")
+    torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0).load_state_dict(dict(state["scheduler"]))
+    torch.Generator(device=device).set_state(state["masker_rng"])
+    torch.Generator().set_state(state["torch_rng"])
+    if device.type == "cuda" and state["cuda_rng"] is not None:
+        torch.Generator(device=device).set_state(state["cuda_rng"])
 
 
 def checkpoint_problem(ckpt: str, model, step: int) -> str | None:
@@ -395,7 +420,7 @@ def build_or_resume(run: Run) -> None:
     state = None
     if args.resume:
         run.checkpoint, run.model, state = resumable_checkpoint(args, run.config, run.tokenizer, run.global_size,
-                                                                run.corpus)
+                                                                run.corpus, device)
     if run.checkpoint is None:
         torch.manual_seed(args.seed)
         try:

@@ -18,12 +18,14 @@ bag-of-words and the majority class.
 pretrained MiniLM-L6; it has no MLM head, so only (c)). Every checkpoint named gets its random
 twin beside it. --run probes every `checkpoints/step-NNNNNN` of one run, the random init as step
 0, and draws each probe against the step. Both write results.json and report.md (and, for --run,
-probes_vs_step.png) to --out.
+probes_vs_step.png) to --out: a folder that is new or empty, or one these probes wrote (its
+run.json says "probes"); their files there are replaced, nothing else is ever written.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -33,15 +35,17 @@ import torch
 
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
 from experiments.compare import table
-from minibert import BertModel, load_tokenizer
+from minibert import BertModel, CheckpointError, load_tokenizer
+from minibert.files import write_file
 from minibert.run import die
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
-from minibert.run.folders import checkpoints, resolve_checkpoint
+from minibert.run.folders import check_run_folder, checkpoints, claim_run_folder, resolve_checkpoint
 from minibert.run.labelled import InputError, label_subsets, scores
 from minibert.run.probes import (PROBE_L2_GRID, SOURCES, ProbeText, frozen_probes, labelled_splits, load_mlm, random_twin,
                                  summary, summary_line)
 
 BUDGETS = (1000, None)  # labelled training sentences for (c); None = all of them (8,472)
+PLOT = "probes_vs_step.png"  # --run's plot, in --out
 
 
 def budget_name(n: int | None) -> str:
@@ -210,12 +214,18 @@ def describe(args, prober: Prober) -> list[str]:
     ]
 
 
-def write(out: str, results: dict, text: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1)
-    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
-        f.write(text)
+def write(out: str, results: dict, text: str, png: bytes | None = None) -> None:
+    """results.json, report.md (and the plot) into --out, a probes run folder (claimed here,
+    checked before the probes ran), through files.write_file: never through a link."""
+    lock = claim_run_folder(out, "probes", resume=True)
+    files = {"results.json": json.dumps(results, indent=1).encode(), "report.md": text.encode(), PLOT: png}
+    try:
+        for name, data in files.items():
+            if data is not None:
+                write_file(os.path.join(out, name), data)
+    except OSError as e:
+        die(f"cannot write {e.filename or out} ({e.strerror}); free some space or choose another --out")
+    lock.close()
 
 
 # ---- the modes ----------------------------------------------------------------------------------
@@ -247,28 +257,27 @@ def run_mode(args, prober: Prober) -> dict:
     labels = prober.label_baselines()
     lines = [[f"{r['step']:,}" + (" (random init)" if r["step"] == 0 else ""), *model_cells(prober, r)] for r in rows]
     lines += baseline_lines(prober, labels)
-    png = os.path.join(args.out, "probes_vs_step.png")
-    os.makedirs(args.out, exist_ok=True)
-    plotted = plot_run(rows, prober, labels, png, args.run)
+    png = plot_run(rows, prober, labels, args.run)
     text = "\n".join([f"# probes along the run {args.run}", "", *describe(args, prober), "",
                       f"Step 0 is a random init of the run's config and tokenizer (seed {args.seed}).", "",
                       table(header(prober, "step"), lines), "", "Agreement by pair:", "",
                       pair_table(agreement_rows(rows, prober, lambda r: f"step {r['step']:,}"))]
-                     + (["", f"![probes against the step]({os.path.basename(png)})"] if plotted else [])) + "\n"
+                     + (["", f"![probes against the step]({PLOT})"] if png else [])) + "\n"
     results = {"meta": meta(args), "steps": rows, "baselines": list(prober.baselines.values()), "labels": labels}
-    write(args.out, results, text)
+    write(args.out, results, text, png)
     print(text)
-    print(f"plot: {png}" if plotted else "no plot: matplotlib is not installed")
+    print(f"plot: {os.path.join(args.out, PLOT)}" if png else "no plot: matplotlib is not installed")
     return results
 
 
-def plot_run(rows: list[dict], prober: Prober, labels: dict, path: str, run: str) -> bool:
+def plot_run(rows: list[dict], prober: Prober, labels: dict, run: str) -> bytes | None:
+    """The three probes against the step, as PNG bytes (None without matplotlib)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return False
+        return None
     steps = [r["step"] for r in rows]
     base = next(iter(prober.baselines.values()))
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
@@ -300,9 +309,10 @@ def plot_run(rows: list[dict], prober: Prober, labels: dict, path: str, run: str
         ax.legend(fontsize=7)
     fig.suptitle(f"probes along {run}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
-    return True
+    return buffer.getvalue()
 
 
 def meta(args) -> dict:
@@ -341,6 +351,8 @@ def main(argv=None):
         p.error(f"--budgets {args.budgets}: give numbers or `all`, comma-separated")
     if len(set(args.budgets)) < len(args.budgets) or any(b is not None and b < 2 for b in args.budgets):
         p.error(f"--budgets {args.budgets}: each at least 2, none named twice")
+    if not args.summary:
+        check_run_folder(args.out, "probes", resume=True)  # before any probe runs
     root = args.data_root or CACHE
     try:
         args.corpus_folder = prepare(args.corpus, root=root)
@@ -358,7 +370,7 @@ def main(argv=None):
             p.error(f"--budgets: the training split holds {len(labels['train']):,} sentences; use `all` for all of them")
         prober = Prober(args, texts, labels, names)
         return checkpoint_mode(args, prober) if args.checkpoint else run_mode(args, prober)
-    except (DataError, InputError) as e:
+    except (DataError, InputError, CheckpointError) as e:
         die(str(e))
 
 

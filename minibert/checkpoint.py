@@ -28,6 +28,7 @@ import ctypes
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import struct
@@ -39,7 +40,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from .config import TOKENIZER_DIGEST, BertConfig
-from .files import write_file
+from .files import parse_json, write_file
 
 logger = logging.getLogger("minibert")
 
@@ -109,7 +110,10 @@ def _weight_files(path: str) -> tuple[str, str, str]:
 
 def read_header(file: str) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
     """The tensor shapes and the metadata of a safetensors file, from its header alone: nothing
-    is allocated for the tensors. Layout: an 8-byte little-endian length, then that much JSON."""
+    is allocated for the tensors. Layout: an 8-byte little-endian length, then that much JSON,
+    then the data. Every tensor's bytes (its shape times its dtype's size) must be the span its
+    data_offsets give, inside the file: a header that claims more than the file holds (2^40
+    tokens of vocabulary, with a config.json that agrees) is refused before any allocation."""
     try:
         with open(file, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -117,10 +121,17 @@ def read_header(file: str) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
             n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
             if not 0 < n <= size - 8:
                 raise ValueError(f"a header of {n} bytes in a file of {size}")
-            header = json.loads(f.read(n))
+            header = parse_json(f.read(n))
         shapes = {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
         if not all(isinstance(d, int) and d >= 0 for s in shapes.values() for d in s):
             raise ValueError("a shape that is not a list of sizes")
+        for name, shape in shapes.items():
+            begin, end = header[name]["data_offsets"]
+            nbytes = math.prod(shape) * _DTYPE_BYTES[header[name]["dtype"]]
+            if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end <= size - 8 - n
+                    and end - begin == nbytes):
+                raise ValueError(f"{name}: {header[name]['dtype']} {list(shape)} needs {nbytes} bytes, its "
+                                 f"data_offsets give [{begin}, {end}) of the {size - 8 - n} the file holds")
         metadata = header.get("__metadata__") or {}
         if not isinstance(metadata, dict):
             raise ValueError("__metadata__ is not an object")
@@ -165,6 +176,14 @@ def check_sizes(config: BertConfig, shapes: dict[str, tuple[int, ...]], source: 
                               f"{_DAMAGED}")
 
 
+_SAFETENSORS_DTYPES = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL",
+}
+_DTYPE_BYTES = {**{name: dtype.itemsize for dtype, name in _SAFETENSORS_DTYPES.items()},
+                "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}  # every dtype safetensors names
+
 _DAMAGED = "the checkpoint is damaged — re-save or re-download it"
 
 
@@ -182,9 +201,9 @@ def _read_safetensors(file: str) -> dict[str, torch.Tensor]:
 def _shard_files(index: str) -> list[str]:
     """The shard file names in a model.safetensors.index.json ({"weight_map": {tensor: file}})."""
     try:
-        with open(index, encoding="utf-8") as f:
-            d = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        with open(index, "rb") as f:
+            d = parse_json(f.read())
+    except ValueError as e:
         raise CheckpointError(f"{index}: not valid JSON ({_first_line(e)}); {_DAMAGED}") from None
     weight_map = d.get("weight_map") if isinstance(d, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
@@ -207,6 +226,10 @@ def _read_bin(file: str) -> dict[str, torch.Tensor]:
                               "convert it to model.safetensors") from None
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise CheckpointError(f"{file}: holds a {type(state).__name__}, not a state dict {{name: tensor}}")
+    odd = [k for k, v in state.items() if not isinstance(k, str) or v.layout != torch.strided]
+    if odd:
+        raise CheckpointError(f"{file}: {odd[0]!r} is not a name of a dense tensor; a state dict maps names "
+                              f"to dense tensors; {_DAMAGED}")
     return state
 
 
@@ -260,11 +283,6 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
         logger.info(f"{type(model).__name__}.from_pretrained({source}): " + "; ".join(notes))
 
 
-_SAFETENSORS_DTYPES = {
-    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
-    torch.uint8: "U8", torch.bool: "BOOL",
-}
 
 
 def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[str, str] | None = None) -> None:
@@ -379,8 +397,8 @@ def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
     sha256 config.json records (minibert's checkpoints), and in any case no more tokens than
     the model's vocabulary. A CheckpointError otherwise: the pair does not belong together."""
     try:
-        with open(os.path.join(os.fspath(path), "config.json"), encoding="utf-8") as f:
-            config = json.load(f)
+        with open(os.path.join(os.fspath(path), "config.json"), "rb") as f:
+            config = parse_json(f.read())
     except (OSError, ValueError):
         return  # no config.json (a tokenizer alone), or a damaged one, which loading the model says
     if not isinstance(config, dict):

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch.nn.functional as F
 
+from .files import parse_json
+
 # Keys that `transformers` writes into config.json as bookkeeping or for model families
 # other than BERT. They do not change a BERT encoder, so reading them is silent.
 _HF_BOOKKEEPING_KEYS = frozenset({
@@ -195,11 +197,11 @@ class BertConfig:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
+            with open(path, "rb") as f:
+                d = parse_json(f.read())
         except FileNotFoundError:
             raise FileNotFoundError(f"no config.json at {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        except ValueError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from None
         try:
             config = cls.from_dict(d)

@@ -1,4 +1,5 @@
-"""The one way minibert writes a file: never seen half-written, never through a symbolic link.
+"""The one way minibert writes a file: never seen half-written, never through a symbolic link;
+and the one way it parses the JSON it reads (`parse_json`).
 
 `write_file` writes to a new temporary name beside the target (created afresh, so a link
 planted there is not followed), flushes it to disk and renames it over the target: a rename
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows has no such flag (and rarely user symlinks)
@@ -53,3 +55,18 @@ def append_line(path: str, line: str) -> None:
     fd = open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(line + "\n")
+
+
+def parse_json(text: str | bytes):
+    """json.loads whose every failure is a one-line ValueError: also JSON nested deeper than
+    Python's stack (a RecursionError) and an integer longer than Python converts (4300 digits:
+    a plain ValueError, not a JSONDecodeError). A file that is not UTF-8 is a UnicodeDecodeError,
+    also a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError as e:
+        raise ValueError(f"a number too long to read ({str(e).split(':')[0]})") from None

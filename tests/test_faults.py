@@ -57,13 +57,13 @@ def test_a_folder_of_another_kind_is_refused_by_both_scripts(setup, pretrained, 
     other files: each refused in one line, and nothing in the folder changes."""
     run_dir = pretrained / "run"
     listing = sorted(os.listdir(run_dir))
-    with pytest.raises(SystemExit, match="already holds a pretraining run; pass --overwrite"):
+    with pytest.raises(SystemExit, match="already holds a pretraining run; choose another --out"):
         finetune_run(setup, run_dir)
     assert sorted(os.listdir(run_dir)) == listing
     cls = tmp_path / "cls"
     cls.mkdir()
     write_json(str(cls / "run.json"), {"kind": "fine-tuning"})
-    with pytest.raises(SystemExit, match="already holds a fine-tuning run; pass --overwrite"):
+    with pytest.raises(SystemExit, match="already holds a fine-tuning run; choose another --out"):
         train_mlm.main(pretrain_args(cls, corpus, pretrained / "cache", "--resume"))
     other = tmp_path / "photos"
     other.mkdir()
@@ -75,14 +75,14 @@ def test_a_folder_of_another_kind_is_refused_by_both_scripts(setup, pretrained, 
 
 
 def test_overwrite_never_deletes_an_input_of_the_run(setup, pretrained, tmp_path, corpus):
-    """--overwrite into the pretraining run a fine-tuning starts from, into a run folder that
-    holds the labelled data, or into one that holds the pretraining corpus: each refused, and
-    nothing is deleted."""
+    """--overwrite into the pretraining run a fine-tuning starts from (a run of another kind),
+    into a run folder that holds the labelled data, or into one that holds the pretraining
+    corpus: each refused, and nothing is deleted."""
     import shutil
     run_dir = tmp_path / "pre"
     shutil.copytree(pretrained / "run", run_dir, ignore=shutil.ignore_patterns(LOCK_FILE))
     listing = sorted(os.listdir(run_dir))
-    with pytest.raises(SystemExit, match="an input of this run: --overwrite would delete it"):
+    with pytest.raises(SystemExit, match="already holds a pretraining run; choose another --out"):
         finetune.main(["--checkpoint", str(run_dir), "--data", str(setup / "data"), "--out", str(run_dir),
                        "--overwrite", "--no-progress"])
     assert sorted(os.listdir(run_dir)) == listing

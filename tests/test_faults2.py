@@ -470,3 +470,230 @@ def test_a_header_whose_length_exceeds_the_file_is_damaged(tmp_path):
     (tmp_path / "x.safetensors").write_bytes(struct.pack("<Q", 10 ** 12) + b"{}")
     with pytest.raises(CheckpointError, match="not a readable safetensors file"):
         read_header(str(tmp_path / "x.safetensors"))
+
+
+# ---- D. the red team's causes, each through the real command ------------------------------
+
+
+def hold_lock(folder):
+    """Another process's lock on a run folder (flock: a second open file conflicts, even in
+    this process). Close the returned file to release it."""
+    import fcntl
+    holder = open(folder / LOCK_FILE, "a+")
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return holder
+
+
+@pytest.mark.parametrize("case", ["predict-outside-a-run", "predict-while-locked", "train-while-locked"])
+def test_an_interrupted_export_is_put_back_only_in_a_run_and_under_its_lock(base, setup, tmp_path, capsys, case):
+    """best.old and best.tmp, no best/ (a kill between export's renames): predict on a folder
+    without run.json only reads (best/ is missing: one line); predict or a fine-tuning with
+    --overwrite on a run another process holds is refused before anything is renamed."""
+    out = copy(base, "cls", tmp_path)
+    for name in ("best.old", "best.tmp"):
+        shutil.copytree(out / "best", out / name)
+    shutil.rmtree(out / "best")
+    (tmp_path / "s.txt").write_text("a good film\n")
+    predict = lambda: finetune.main(["predict", "--model", str(out / "best"), "--file", str(tmp_path / "s.txt")])
+    if case == "predict-outside-a-run":
+        (out / "run.json").unlink()
+    holder = hold_lock(out) if case.endswith("locked") else None
+    before = snapshot(tmp_path)
+    command, pattern = {"predict-outside-a-run": (predict, r"best does not exist"),
+                        "predict-while-locked": (predict, "in use by another process"),
+                        "train-while-locked": (ft(setup, out, "--overwrite"), "in use by another process")}[case]
+    one_line_refusal(capsys, command, pattern)
+    assert snapshot(tmp_path) == before
+    if holder:
+        holder.close()
+
+
+def test_probes_out_is_checked_before_the_probes_and_written_without_following_a_link(tmp_path, capsys):
+    """--out a file, or a folder of other files (a report.md of the user's): one line before
+    any data is read (the --data-root given does not exist). write() makes a probes run folder,
+    rewrites only its own, and never writes through a link planted in it."""
+    from experiments import probes
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "report.md").write_text("my notes\n")
+    before = snapshot(tmp_path)
+    for out, pattern in ((tmp_path / "file", "is a file; give a folder"),
+                         (tmp_path / "mine", "already holds other files")):
+        one_line_refusal(capsys, lambda: probes.main(["--checkpoint", "minilm", "--out", str(out), "--data-root",
+                                                      str(tmp_path / "no-cache")]), pattern)
+    assert snapshot(tmp_path) == before
+    out = tmp_path / "probes"
+    probes.write(str(out), {"a": 1}, "# report\n", b"png")
+    probes.write(str(out), {"a": 2}, "# report\n")
+    assert json.loads((out / "results.json").read_text()) == {"a": 2} and (out / probes.PLOT).read_bytes() == b"png"
+    assert json.loads((out / "run.json").read_text()) == {"kind": "probes"}
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / "report.md").unlink()
+    (out / "report.md").symlink_to(victim)
+    one_line_refusal(capsys, lambda: probes.write(str(out), {}, "x"), "holds a symbolic link")
+    assert victim.read_text() == "precious\n"
+
+
+def test_plot_metrics_writes_no_link_and_skips_numbers_it_cannot_draw(tmp_path, capsys, monkeypatch):
+    """--out a link to a file elsewhere: the link is replaced, its target unchanged. --out
+    out.txt: one line. Lines a float cannot hold (a 400-digit step or loss), nested deeper than
+    Python's stack, or a 5000-digit integer: skipped like a cut line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.jsonl").write_text("\n".join([
+        '{"step": 1, "train_loss": 3.0}', '{"step": %s, "train_loss": 2.0}' % ("9" * 400),
+        '{"step": 2, "train_loss": %s}' % ("9" * 400), "[" * 100000, '{"step": %s}' % ("9" * 5000),
+        '{"step": 3, "valid_loss": 2.5}']) + "\n")
+    assert plot_metrics.read_losses("m.jsonl") == ([(1, 3.0)], [(3, 2.5)])
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, lambda: plot_metrics.main(["m.jsonl", "--out", "out.txt"]), r"cannot draw a \.txt file")
+    assert snapshot(tmp_path) == before
+    (tmp_path / "victim.txt").write_text("precious\n")
+    (tmp_path / "link.png").symlink_to(tmp_path / "victim.txt")
+    plot_metrics.main(["m.jsonl", "--out", "link.png"])
+    assert (tmp_path / "victim.txt").read_text() == "precious\n"
+    assert not (tmp_path / "link.png").is_symlink() and (tmp_path / "link.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def edit_training_state(ckpt, change):
+    state = torch.load(ckpt / "training_state.pt", weights_only=True)
+    change(state)
+    torch.save(state, ckpt / "training_state.pt")
+
+
+def weights_as_bin(ckpt):
+    from safetensors.torch import load_file
+    torch.save({k: v.clone() for k, v in load_file(ckpt / "model.safetensors").items()}, ckpt / "pytorch_model.bin")
+    (ckpt / "model.safetensors").unlink()
+
+
+@pytest.mark.parametrize("damage", [
+    lambda c: edit_training_state(c, lambda s: s.update(optimizer={})),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["state"][0].update(exp_avg=torch.zeros(3))),
+    lambda c: edit_training_state(c, lambda s: s.update(masker_rng=torch.zeros(3, dtype=torch.uint8))),
+    lambda c: edit_training_state(c, lambda s: s.update(step=2.0)),
+    lambda c: edit_training_state(c, lambda s: s.update(scheduler=[])),
+    weights_as_bin,
+], ids=["optimizer-empty", "optimizer-state-shape", "masker-rng-size", "step-float", "scheduler-list", "weights-bin"])
+def test_resume_skips_a_checkpoint_whose_training_state_does_not_restore(base, corpus, tmp_path, capsys, damage):
+    """A training state of wrong types, missing keys or a generator state of another size, or
+    weights without the safetensors header that names their step: the newest checkpoint is
+    skipped with a note, like a damaged file, and the run resumes from step 1."""
+    out = copy(base, "pre", tmp_path)
+    newest = out / "checkpoints" / "step-000002"
+    damage(newest)
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
+    captured = capsys.readouterr()
+    assert f"note: {newest} is damaged" in captured.err and "trying the checkpoint before it" in captured.err
+    assert "resumed at step 1" in captured.out
+
+
+def write_header(file, change):
+    """Rewrite a safetensors file's JSON header with `change(header)` applied, keeping the data."""
+    raw = file.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    change(header)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    file.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+
+def deep(file):
+    file.write_text("[" * 100000)
+
+
+def huge_vocab(best):
+    vocab = 2 ** 40
+    edit_config(best, vocab_size=vocab)
+    write_header(best / "model.safetensors",
+                 lambda h: h["bert.embeddings.word_embeddings.weight"].update(shape=[vocab, 32]))
+
+
+def unexpected_tensor(best):
+    rewrite_weights(best, lambda t: t.update({"bert.encoder.layer.7.output.dense.bias": torch.zeros(32)}))
+
+
+def bin_state(best, state):
+    (best / "model.safetensors").unlink()
+    torch.save(state, best / "pytorch_model.bin")
+
+
+@pytest.mark.parametrize("damage,pattern", [
+    (lambda b: deep(b / "config.json"), r"config.json is not valid JSON: JSON nested too deeply"),
+    (lambda b: (b / "config.json").write_text('{"vocab_size": %s}' % ("9" * 5000)), r"a number too long to read"),
+    (lambda b: (b / "model.safetensors").write_bytes(struct.pack("<Q", 100000) + b"[" * 100000),
+     r"not a readable safetensors file \(JSON nested too deeply\)"),
+    (lambda b: ((b / "model.safetensors").rename(b / "m-1.safetensors"), deep(b / "model.safetensors.index.json")),
+     r"index.json: not valid JSON \(JSON nested too deeply\)"),
+    (lambda b: ((b / "model.safetensors").rename(b / "m-1.safetensors"),
+                (b / "model.safetensors.index.json").write_text('{"weight_map": {"a": %s}}' % ("9" * 5000))),
+     r"index.json: not valid JSON \(a number too long to read"),
+    (huge_vocab, r"word_embeddings.weight: F32 \[1099511627776, 32\] needs 140737488355328 bytes"),
+    (lambda b: bin_state(b, {1: torch.zeros(2)}), r"pytorch_model.bin: 1 is not a name of a dense tensor"),
+    (lambda b: bin_state(b, {"a": torch.zeros(2, 2).to_sparse()}), r"'a' is not a name of a dense tensor"),
+    (unexpected_tensor, r"does not fit BertForSequenceClassification; nothing was loaded.; unexpected"),
+    (lambda b: edit_config(b, id2label={"0": "a", "1": "b", "2": "c"}), r"shape mismatch \(2\):; classifier"),
+], ids=["config-deep", "config-hugeint", "header-deep", "index-deep", "index-hugeint",
+        "header-beyond-the-file", "bin-int-keys", "bin-sparse", "strict-load-unexpected", "strict-load-mismatch"])
+def test_a_damaged_checkpoint_is_one_line_at_predict(base, tmp_path, capsys, damage, pattern):
+    """JSON nested too deeply or holding a 5000-digit integer (config.json, the safetensors
+    header, the shard index), a header whose shapes need more bytes than the file holds (with
+    a config.json that agrees: nothing is allocated), a .bin of non-string keys or sparse
+    tensors, a strict load's listing of misfits: each one line."""
+    best = copy(base, "cls", tmp_path) / "best"
+    damage(best)
+    (tmp_path / "s.txt").write_text("a good film\n")
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, lambda: finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "s.txt")]),
+                     pattern)
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("case,pattern", [
+    ("checkpoint-unexpected", r"cannot load --checkpoint .*nothing was loaded.; unexpected in the checkpoint"),
+    ("jsonl-deep", r"train.jsonl:1: not valid JSON \(JSON nested too deeply\)"),
+    ("jsonl-hugeint", r"train.jsonl:1: not valid JSON \(a number too long to read"),
+    ("overwrite-a-pretraining-run", r"already holds a pretraining run; choose another --out \(--overwrite only "
+                                    r"replaces a fine-tuning run\)"),
+], ids=["checkpoint-unexpected", "jsonl-deep", "jsonl-hugeint", "overwrite-a-pretraining-run"])
+def test_fine_tuning_refuses_in_one_line_and_changes_nothing(base, setup, tmp_path, capsys, case, pattern):
+    """A checkpoint whose weights hold a tensor the model lacks; a train.jsonl line nested too
+    deeply or holding a 5000-digit label; --overwrite into a pretraining run (it replaces a
+    fine-tuning run only)."""
+    pre = copy(base, "pre", tmp_path)
+    ckpt, data, out = pre / "checkpoints" / "step-000002", tmp_path / "data", tmp_path / "out"
+    shutil.copytree(setup / "data", data)
+    if case == "checkpoint-unexpected":
+        rewrite_weights(ckpt, lambda t: t.update({"bert.encoder.layer.7.output.dense.bias": torch.zeros(32)}))
+    if case.startswith("jsonl"):
+        (data / "train.tsv").unlink()
+        (data / "train.jsonl").write_text("[" * 100000 if case == "jsonl-deep" else '{"text": "a", "label": %s}'
+                                          % ("9" * 5000))
+    if case.startswith("overwrite"):
+        out = pre
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, lambda: finetune.main(["--checkpoint", str(ckpt), "--data", str(data), "--out", str(out),
+                                                    "--epochs", "1", "--no-progress", "--overwrite"]), pattern)
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("damage", ["run.json", "summary.json", "metrics.jsonl"])
+def test_a_run_file_nested_too_deeply_is_damaged_not_a_traceback(base, corpus, tmp_path, capsys, damage):
+    """run.json nested too deeply: the folder is not a run (one line). summary.json of a
+    finished run: recomputed. A metrics.jsonl line: dropped on --resume, as a cut line is."""
+    out = copy(base, "pre", tmp_path)
+    if damage == "metrics.jsonl":
+        with open(out / damage, "a") as f:
+            f.write("[" * 100000 + "\n")
+    else:
+        deep(out / damage)
+    command = mlm(out, corpus, base, "--resume", "--max-steps", "2")
+    if damage == "run.json":
+        before = snapshot(tmp_path)
+        one_line_refusal(capsys, command, "already holds other files")
+        assert snapshot(tmp_path) == before
+        return
+    command()
+    assert "validation" in capsys.readouterr().out
+    assert "[[[" not in (out / "metrics.jsonl").read_text()

@@ -16,5 +16,6 @@ import sys
 
 
 def die(msg: str):
-    """Stop a script with one line on standard error: what is wrong and what to do."""
-    sys.exit(f"error: {msg}")
+    """Stop a script with one line on standard error: what is wrong and what to do. A message
+    of several lines (a strict-load listing, a path holding a newline) is joined into one."""
+    sys.exit("error: " + "; ".join(line.strip() for line in str(msg).splitlines() if line.strip()))

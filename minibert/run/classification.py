@@ -94,7 +94,7 @@ def export(model, path: str, tokenizer) -> None:
     """Save a plain copy (LoRA adapters merged into their weights) in HF's layout, into a
     temporary folder that then replaces `path`: a reader never finds a half-written model.
     A kill between the two renames leaves `path`.old (and the complete `path`.tmp): the next
-    start puts one back (recover_best)."""
+    `finetune.py predict` puts one back (recover_best, under the run's lock)."""
     plain = merge_lora(copy.deepcopy(model))
     tmp, old = f"{path}.tmp", f"{path}.old"
     for leftover in (tmp, old):

@@ -13,7 +13,7 @@ import shutil
 
 import torch
 
-from ..files import open_no_link, write_file
+from ..files import open_no_link, parse_json, write_file
 from . import die
 
 try:
@@ -25,7 +25,7 @@ except ImportError:  # Windows: run folders are claimed without a lock
 
 RUN_FILE = "run.json"  # {"kind": ...}: what wrote this folder
 LOCK_FILE = ".lock"
-KINDS = ("pretraining", "fine-tuning")
+KINDS = ("pretraining", "fine-tuning", "probes")
 
 
 def run_kind(out: str) -> str | None:
@@ -57,10 +57,10 @@ def links_in(out: str) -> list[str]:
 def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
                      inputs: tuple[str, ...] = ()) -> str | None:
     """Stop with one line, before anything is loaded or written, if `out` cannot be this run's
-    folder: it is a file, it is not writable, or it holds another run (another kind, or this
-    kind without --resume) and `overwrite` was not asked for. `overwrite` replaces a run only:
-    never a folder of other files, and never one that holds an input of this run (`inputs`:
-    the checkpoint, the data). Returns what it holds."""
+    folder: it is a file, it is not writable, it holds a run of another kind, or a run of this
+    kind without --resume and `overwrite` was not asked for. `overwrite` replaces a run of this
+    kind only: never a run of another kind, a folder of other files, or one that holds an input
+    of this run (`inputs`: the checkpoint, the data). Returns what it holds."""
     if os.path.exists(out) and not os.path.isdir(out):
         die(f"--out {out} is a file; give a folder")
     found = run_kind(out)
@@ -69,8 +69,10 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
             "remove it, or choose another --out")
     if found == "other files":
         die(f"--out {out} already holds other files; choose another --out (--overwrite only replaces a run)")
+    if found in KINDS and found != kind:
+        die(f"--out {out} already holds a {found} run; choose another --out (--overwrite only replaces a {kind} run)")
     if found and not overwrite and not (resume and found == kind):
-        hint = "pass --resume to continue it, " if found == kind == "pretraining" else ""
+        hint = "pass --resume to continue it, " if kind == "pretraining" else ""
         die(f"--out {out} already holds a {found} run; {hint}pass --overwrite to replace it, or choose another --out")
     if overwrite:
         root = os.path.realpath(out)
@@ -135,8 +137,8 @@ def _dump(path: str, obj) -> None:
 def read_json(path: str):
     """A JSON file, or None when it is missing or damaged (cut short by a crash or a full disk)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        with open(path, "rb") as f:
+            return parse_json(f.read())
     except (OSError, ValueError):
         return None
 
@@ -219,7 +221,7 @@ def metric_records(path: str):
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
-                record = json.loads(line)
+                record = parse_json(line)
             except ValueError:
                 continue
             if isinstance(record, dict):

@@ -8,11 +8,11 @@ A labelled set is a folder with `train`, `valid` and `test` files, each `.tsv`
 from __future__ import annotations
 
 import csv
-import json
 import os
 
 import torch
 
+from ..files import parse_json
 from ..text import pad_batch
 
 
@@ -38,7 +38,10 @@ def read_split(path: str) -> list[tuple[str, str]]:
                     if not line.strip():
                         continue
                     if path.endswith(".jsonl"):
-                        r = json.loads(line)
+                        try:
+                            r = parse_json(line)
+                        except ValueError as e:
+                            raise InputError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)})") from None
                         if not isinstance(r, dict):
                             raise InputError(f"{path}:{n}: expected a JSON object with text and label")
                         rows.append((n, _field(r, "text", path, n), _field(r, "label", path, n)))
@@ -51,8 +54,6 @@ def read_split(path: str) -> list[tuple[str, str]]:
                     rows.append((n, text, label))
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read {path}: {type(e).__name__}: {e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{n}: not valid JSON ({e.msg})") from None
     except csv.Error as e:
         raise InputError(f"{path}: not readable as CSV ({e})") from None
     for n, text, label in rows:
