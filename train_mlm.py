@@ -36,7 +36,7 @@ from minibert.checkpoint import read_header
 from minibert.files import append_line, write_file
 from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, read_json, save_checkpoint,
                                   truncate_metrics, write_json)
-from minibert.run.training import (adamw, autocast, autocast_dtype, epoch_order, lr_factor, memory_of,
+from minibert.run.training import (adamw, autocast, autocast_dtype, epoch_order, lr_factor, main_first, memory_of,
                                    parameter_count, pick_device, use_tf32, weights_are_finite)
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
 
@@ -234,11 +234,13 @@ FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "preset", "layers", "hidde
 NOT_COMPARED = ("resume", "overwrite", "out", "data_root", "no_progress")
 
 
-def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, corpus: str, device):
+def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, corpus: str, device,
+                         say: bool = True):
     """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
     (None, None, None) when there is none yet. A damaged checkpoint (a file unreadable, or a
     training state that does not restore into its model) is skipped with a one-line note;
-    flags that may not change on a resume stop the run, the others are applied and said."""
+    flags that may not change on a resume stop the run, the others are applied and said
+    (notes and changes are said only when `say`: by the main process)."""
     found = checkpoints(args.out)
     for ckpt in reversed(found):
         try:
@@ -250,11 +252,13 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
             step, saved = state["step"], state["args"]
             problem = checkpoint_problem(ckpt, model, step)
         except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
-            print(f"note: {ckpt} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
-                  "trying the checkpoint before it", file=sys.stderr)
+            if say:
+                print(f"note: {ckpt} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                      "trying the checkpoint before it", file=sys.stderr)
             continue
         if problem:
-            print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
+            if say:
+                print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
             continue
         same_corpus = state["corpus_name"] == corpus if "corpus_name" in state else saved.get("corpus") == args.corpus
         fixed = [f"--{k.replace('_', '-')} ({saved.get(k)} then, {getattr(args, k)} now)" for k in FIXED_ON_RESUME
@@ -279,7 +283,7 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
                 f"give at least {step}")
         changed = [f"--{k.replace('_', '-')} {saved[k]} -> {getattr(args, k)}" for k in sorted(saved)
                    if k not in FIXED_ON_RESUME + NOT_COMPARED and hasattr(args, k) and saved[k] != getattr(args, k)]
-        if changed:
+        if changed and say:
             print(f"resume: {', '.join(changed)} (applied from step {step} on)")
         return ckpt, model, state
     if found:
@@ -370,9 +374,9 @@ class Run:
 
 
 def set_up(args) -> Run:
-    """Processes, device and number formats; every check of the flags and of --out; then the
-    data (rank 0 prepares and caches it, the other processes wait and read the cache); and
-    only then --out is claimed."""
+    """Processes and device; then, the main process first (main_first: a refusal is one line,
+    said by it alone), every check of the flags and of --out and the data (the main process
+    prepares and caches it, the others read the cache)."""
     ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
     device = pick_device(args.device)
     if ddp:
@@ -381,6 +385,11 @@ def set_up(args) -> Run:
             torch.cuda.set_device(device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    return main_first(lambda: checked_run(args, device, rank, world), rank, world)
+
+
+def checked_run(args, device: torch.device, rank: int, world: int) -> Run:
+    """Number formats, the checks of the flags and of --out (main process), the data."""
     amp_dtype = autocast_dtype(args.dtype, device)
     use_tf32(device, args.tf32)
     config = model_config(args, args.vocab_size)  # checks sizes and --seq-len before anything is written
@@ -390,8 +399,6 @@ def set_up(args) -> Run:
     inputs = (root, *(files or ()))  # what --overwrite must never delete
     if rank == 0:
         check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
-    if ddp and rank != 0:
-        dist.barrier()  # wait until rank 0 has filled the caches
     try:
         folder = prepare(name, files, root)
         tokenizer = corpus_tokenizer(folder, args.vocab_size)
@@ -402,8 +409,6 @@ def set_up(args) -> Run:
     except OSError as e:  # a missing split file, or a full disk while caching
         die(f"the data cache {os.path.join(root, name)}: {e.filename}: {e.strerror}; free some space, or delete "
             "that folder to prepare it again")
-    if ddp and rank == 0:
-        dist.barrier()
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
     global_size = args.batch_size * args.grad_accum * world
     if len(train_blocks) < global_size:
@@ -417,18 +422,27 @@ def build_or_resume(run: Run) -> None:
     """The model, AdamW and its schedule, the masking generator and the loss scaler: new, or
     (with --resume) from the newest checkpoint in --out that loads whole."""
     args, device = run.args, run.device
-    state = None
-    if args.resume:
-        run.checkpoint, run.model, state = resumable_checkpoint(args, run.config, run.tokenizer, run.global_size,
-                                                                run.corpus, device)
-    if run.checkpoint is None:
+
+    def checked_model():
+        if args.resume:
+            run.checkpoint, run.model, state = resumable_checkpoint(args, run.config, run.tokenizer,
+                                                                    run.global_size, run.corpus, device,
+                                                                    run.main_process)
+            if run.checkpoint is not None:
+                return state
         torch.manual_seed(args.seed)
         try:
             run.model = BertForMaskedLM(run.config)
         except (RuntimeError, MemoryError) as e:
             die(f"cannot build the model ({str(e).splitlines()[0][:120]}); choose smaller sizes")
-    if run.main_process:  # every check passed: only now is --out claimed (and, with --overwrite, emptied)
-        run.lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, run.inputs)
+        return None
+
+    def claim():
+        if run.main_process:
+            run.lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, run.inputs)
+
+    state = main_first(checked_model, run.rank, run.world)
+    main_first(claim, run.rank, run.world)  # every check passed everywhere: only now is --out claimed (and emptied)
     run.model.to(device)
     # BERT's pretraining AdamW: betas (0.9, 0.98), eps 1e-6 (fine-tuning keeps PyTorch's 0.999 and 1e-8)
     run.optimizer = adamw(run.model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=(0.9, 0.98),
@@ -478,20 +492,27 @@ def restore_training_state(run: Run, state: dict, warmup_steps: int) -> None:
 
 
 def stop(run: Run, reason: str, advice: str = "try a lower --lr, or --dtype fp32"):
-    """End a run that cannot go on, naming the last good checkpoint."""
+    """End a run that cannot go on, naming the last good checkpoint. Every process stops on the
+    same (all-reduced) numbers, or inside main_first: the main process says why, the others
+    exit quietly."""
     if run.progress:
         run.progress.close()
+    if not run.main_process:
+        sys.exit(1)
     where = f"the last good checkpoint is {run.checkpoint}" if run.checkpoint else "no checkpoint was written"
     die(f"{reason}; stopping ({where}). {advice[:1].upper()}{advice[1:]}.")
 
 
 def log(run: Run, record: dict) -> None:
-    """Append one line to metrics.jsonl (main process only)."""
-    if run.main_process:
-        try:
-            append_line(run.metrics_path, json.dumps(record))
-        except OSError as e:
-            stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", "free some space, then --resume")
+    """Append one line to metrics.jsonl (main process only; a failure stops every process)."""
+    def append():
+        if run.main_process:
+            try:
+                append_line(run.metrics_path, json.dumps(record))
+            except OSError as e:
+                stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", "free some space, then --resume")
+
+    main_first(append, run.rank, run.world)
 
 
 @dataclass
@@ -558,15 +579,17 @@ def save(run: Run, step: int) -> None:
              "masker_rng": run.masker.get_state(), "torch_rng": torch.get_rng_state(),
              "cuda_rng": torch.cuda.get_rng_state(run.device) if run.device.type == "cuda" else None,
              "args": dict(vars(run.args)), "global_batch": run.global_size, "corpus_name": run.corpus}
-    if run.main_process:
-        if not weights_are_finite(run.model):
-            stop(run, f"the weights are no longer finite at step {step}")
-        try:
-            run.checkpoint = save_checkpoint(run.args.out, step, run.model, run.tokenizer, state, run.args.keep)
-        except OSError as e:
-            stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})", "free some space, then --resume")
-    if run.ddp:
-        dist.barrier()
+    def write():
+        if run.main_process:
+            if not weights_are_finite(run.model):
+                stop(run, f"the weights are no longer finite at step {step}")
+            try:
+                run.checkpoint = save_checkpoint(run.args.out, step, run.model, run.tokenizer, state, run.args.keep)
+            except OSError as e:
+                stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})",
+                     "free some space, then --resume")
+
+    main_first(write, run.rank, run.world)  # the others wait for it, and stop with it
 
 
 def evaluate_and_checkpoint(run: Run, valid: list[dict], done: int) -> dict | None:
@@ -666,14 +689,19 @@ def main(argv=None):
     build_or_resume(run)
     valid = mask_valid(run.valid_blocks, run.vocab, args.batch_size, args.mask_prob)
     baseline = unigram_baseline(run.train_blocks, valid, run.vocab)
+
+    def start_log():
+        if run.main_process:
+            try:
+                if run.checkpoint:
+                    truncate_metrics(run.metrics_path, run.start)
+                else:
+                    write_file(run.metrics_path, b"")
+            except OSError as e:
+                die(f"cannot write {run.metrics_path} ({e.strerror}); free some space or choose another --out")
+
+    main_first(start_log, run.rank, run.world)
     if run.main_process:
-        try:
-            if run.checkpoint:
-                truncate_metrics(run.metrics_path, run.start)
-            else:
-                write_file(run.metrics_path, b"")
-        except OSError as e:
-            die(f"cannot write {run.metrics_path} ({e.strerror}); free some space or choose another --out")
         config = run.config
         n_params = sum(p.numel() for p in run.model.parameters())
         print(f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "

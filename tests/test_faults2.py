@@ -77,15 +77,20 @@ def ft(setup, out, *extra):
 # ---- A. nothing outside a run is deleted or written ---------------------------------------
 
 
+@pytest.mark.parametrize("run_json", [None, '{"kind": "sweep"}', '{"kind": "pretrai'],
+                         ids=["none", "another-tools", "cut-short"])
 def test_a_folder_without_run_json_is_other_files_even_with_a_checkpoints_folder(base, corpus, setup, tmp_path,
-                                                                                 capsys):
-    """proj/ holds checkpoints/ and src/thesis.tex, but no run.json: it is not a run. Both
-    scripts, with --overwrite or --resume, refuse it in one line and nothing changes."""
+                                                                                 capsys, run_json):
+    """proj/ holds checkpoints/ and src/thesis.tex, and no run.json, or one that names no kind
+    of minibert run (another tool's, or one cut short): it is not a run. Both scripts, with
+    --overwrite or --resume, refuse it in one line and nothing changes."""
     proj = tmp_path / "proj"
     (proj / "checkpoints").mkdir(parents=True)
     (proj / "src").mkdir()
     (proj / "src" / "thesis.tex").write_text("x")
     (proj / "metrics.jsonl").write_text('{"step": 9}\n')
+    if run_json is not None:
+        (proj / "run.json").write_text(run_json)
     before = snapshot(tmp_path)
     for command in (mlm(proj, corpus, base, "--overwrite"), mlm(proj, corpus, base, "--resume"),
                     ft(setup, proj, "--overwrite"), ft(setup, proj)):
@@ -132,17 +137,19 @@ def test_checkpoints_are_step_and_digits_ordered_by_number(base, corpus, tmp_pat
     assert sorted(os.listdir(ckpts)) == ["latest", "step-000003", "step-3", "step-best"]
 
 
-@pytest.mark.parametrize("name", ["metrics.jsonl", LOCK_FILE, "summary.json", "checkpoints/latest"])
+@pytest.mark.parametrize("name", ["metrics.jsonl", LOCK_FILE, "summary.json", "checkpoints/latest",
+                                  "checkpoints/step-000002/training_state.pt", "checkpoints/step-000001"])
 def test_a_symlink_in_a_run_folder_is_never_written_through(base, corpus, tmp_path, capsys, name):
-    """A downloaded run folder whose metrics.jsonl, .lock, summary.json or checkpoints/latest
-    is a link to a file elsewhere: --resume refuses it in one line, and the file it points to
-    is unchanged."""
+    """A downloaded run folder whose metrics.jsonl, .lock, summary.json, checkpoints/latest, a
+    file of a checkpoint or a whole checkpoint folder is a link to one elsewhere: --resume
+    refuses it in one line, and what it points to is unchanged."""
     out = copy(base, "pre", tmp_path)
-    victim = tmp_path / "victim.txt"
-    victim.write_text("precious\n")
+    victim = tmp_path / "victim"
     link = out / name
     if link.exists():
-        link.unlink()
+        shutil.move(link, victim)  # the real file (or folder) now lies outside the run
+    else:
+        victim.write_text("precious\n")
     link.symlink_to(victim)
     before = snapshot(tmp_path)
     one_line_refusal(capsys, mlm(out, corpus, base, "--resume", "--max-steps", "3"),

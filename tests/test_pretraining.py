@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -100,17 +101,33 @@ def test_torchrun_two_processes_match_one_process(tmp_path, corpus):
     """torchrun --nproc_per_node=2 (gloo) with 8 blocks per process equals one process with 16
     blocks, and one process with 2 accumulation steps of 8: the masks are drawn for the global
     batch and the loss is averaged over its targets. Dropout off, so only float summation order
-    differs: losses agree to 1e-4."""
+    differs: losses agree to 1e-4. A refusal is one line, from the main process: the run again
+    without --resume (a check of --out, made by the main process only) and --resume with
+    another --seed (a check every process makes) each print one `error:` line, no traceback
+    through train_mlm.py from either process (torchrun then reports the failed processes), and
+    leave the run as it was."""
     args = ["--max-steps", "8", "--eval-every", "8", "--dropout", "0"]
     single = run(tmp_path / "one", corpus, tmp_path / "cache", *args)
     accum = run(tmp_path / "accum", corpus, tmp_path / "cache", *args, "--batch-size", "8", "--grad-accum", "2")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-           f"--master_port={_free_port()}", "train_mlm.py", "--corpus", str(corpus), "--data-root",
-           str(tmp_path / "cache"), "--out", str(tmp_path / "ddp"), *TINY, *args, "--batch-size", "8"]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+
+    def torchrun(*extra):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+               f"--master_port={_free_port()}", "train_mlm.py", "--corpus", str(corpus), "--data-root",
+               str(tmp_path / "cache"), "--out", str(tmp_path / "ddp"), *TINY, *args, "--batch-size", "8", *extra]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+
+    r = torchrun()
     assert r.returncode == 0, r.stderr[-3000:]
     ddp = [json.loads(line) for line in open(tmp_path / "ddp" / "metrics.jsonl")]
+    files = lambda: {p: p.read_bytes() for p in sorted((tmp_path / "ddp").rglob("*")) if p.is_file()}
+    before = files()
+    for extra, message in (((), "already holds a pretraining run"), (("--resume", "--seed", "1"), r"--seed \(0 then")):
+        r = torchrun(*extra)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert r.returncode != 0 and len(errors) == 1 and re.search(message, errors[0]), r.stderr[-3000:]
+        assert 'train_mlm.py", line' not in r.stderr, r.stderr[-3000:]
+    assert files() == before
     for other in (accum, ddp):
         for (s1, l1), (s2, l2) in zip(losses(single), losses(other), strict=True):
             assert s1 == s2 and abs(l1 - l2) < 1e-4, (s1, l1, l2)

@@ -1,5 +1,6 @@
 """What every training script needs, written once: the device and its number formats, AdamW
-with one weight-decay rule, the learning-rate schedule and the seeded data order.
+with one weight-decay rule, the learning-rate schedule, the seeded data order, and how several
+processes stop together.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import math
 import os
 
 import torch
+import torch.distributed as dist
 
 from . import die
 
@@ -122,3 +124,28 @@ def memory_of(device: torch.device) -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         return None
+
+
+# ---- several processes ----------------------------------------------------------------------
+
+
+def main_first(work, rank: int, world: int):
+    """`work()` on the main process (rank 0), then on the others; returns its result. A stop
+    (`die`) in it stops every process with ONE line: the main process's, said before the others
+    start (so they neither repeat a check's line nor wait at a collective for a process that is
+    gone), else that of the first other process that stopped; the rest exit quietly. A single
+    process just runs `work()`."""
+    if world == 1:
+        return work()
+    result, stopped = None, None
+    for my_turn in (rank == 0, rank > 0):  # the main process's turn, then the others'
+        if my_turn:
+            try:
+                result = work()
+            except SystemExit as e:
+                stopped = e
+        said = [None] * world
+        dist.all_gather_object(said, stopped is not None)
+        if any(said):
+            raise stopped if rank == said.index(True) else SystemExit(1)
+    return result
