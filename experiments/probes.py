@@ -35,11 +35,12 @@ from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepar
 from experiments.compare import table
 from minibert import BertModel, load_tokenizer
 from minibert.run import die
+from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.folders import checkpoints, resolve_checkpoint
 from minibert.run.labelled import InputError, label_subsets, scores
-from minibert.run.probes import (PROBE_L2_GRID, SOURCES, ProbeText, frozen_probes, labelled_splits, load_mlm, random_twin,
-                                 summary, summary_line)
+from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, ProbeText, frozen_probes, labelled_splits,
+                                 load_mlm, random_twin, summary, summary_line)
 
 BUDGETS = (1000, None)  # labelled training sentences for (c); None = all of them (8,472)
 
@@ -204,9 +205,11 @@ def describe(args, prober: Prober) -> list[str]:
         f"sentences, masked alone in its text (cut to {args.seq_len} positions around it): right when the model's "
         "logit for the original form beats its partner's.",
         f"(c) Logistic regression on the frozen final hidden states ([CLS]; mean over the real tokens), standardised "
-        f"on the training rows, L2 picked on validation from {list(PROBE_L2_GRID)}, the test split scored once; "
+        f"on the training rows, L-BFGS to convergence (at most {PROBE_MAX_ITER} iterations), L2 picked on validation "
+        f"from {list(PROBE_L2_GRID)}, the test split scored once; "
         f"label budgets are nested seeded subsets of the {len(prober.labels['train']):,} training sentences. "
-        f"Bag-of-words: the same regression on words, L2 from {list(L2_GRID)}. Test accuracy.",
+        f"Bag-of-words: the same regression on 0/1 word features, as finetune.py fits it (at most {BOW_MAX_ITER} "
+        f"iterations, L2 picked on validation from {list(L2_GRID)}). Test accuracy.",
     ]
 
 

@@ -12,7 +12,8 @@ from conftest import assert_close, perturb_, tiny_config
 from data.prepare import CACHE
 from experiments import probes as command
 from minibert import BertConfig, BertForMaskedLM, BertModel, MaskingVocab
-from minibert.run.probes import (AgreementItem, NGramCounts, agreement_input, agreement_margins, agreement_partners,
+from minibert.run.baselines import MAX_ITER
+from minibert.run.probes import (PROBE_MAX_ITER, AgreementItem, NGramCounts, agreement_input, agreement_margins, agreement_partners,
                              bigram_probs, continuation_ids, count_ngrams, find_agreement_items, fixed_masking,
                              linear_probe, majority_form_scores, mean_pool, ngram_scores, sentence_features,
                              unigram_probs)
@@ -172,6 +173,17 @@ def test_linear_probe_picks_its_penalty_on_validation_not_test():
     r = linear_probe(x, y, num_labels=2, l2_grid=(1e-4, 1e3))
     assert r["l2"] == 1e3 and r["valid_acc"] == 1.0 and r["test_acc"] == 0.5
     assert r["grid_valid_acc"] == {"0.0001": 0.5, "1000.0": 1.0}
+
+
+def test_linear_probe_runs_to_convergence():
+    """Random labels on 80 training rows of 50 random features: nearly separable, so with L2 1e-4
+    L-BFGS needs more than bag-of-words' 100 iterations to meet its tolerances (151 with this
+    seed). The probe's fit runs until it meets them, under its cap of PROBE_MAX_ITER (1,000)."""
+    g = torch.Generator().manual_seed(2)
+    x = {s: torch.randn(80, 50, generator=g) for s in ("train", "valid", "test")}
+    y = {s: torch.randint(0, 2, (80,), generator=g) for s in x}
+    r = linear_probe(x, y, num_labels=2, l2_grid=(1e-4,))
+    assert MAX_ITER < r["iterations"] == r["grid_iterations"]["0.0001"] < r["max_iter"] == PROBE_MAX_ITER
 
 
 @pytest.fixture(scope="module")

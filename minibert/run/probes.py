@@ -31,8 +31,10 @@ C hidden size, V vocabulary, K labels.
 (c) Frozen features (`sentence_features`, `linear_probe`): the final hidden states of the frozen
     encoder, at [CLS] and averaged over the real tokens ([CLS] and [SEP] included, padding
     excluded), standardised with the training rows' mean and deviation, feed a multinomial
-    logistic regression (minibert.run.baselines.SoftmaxRegression, bag-of-words' optimiser) whose
-    L2 penalty is picked on validation from PROBE_L2_GRID; the test split is scored once.
+    logistic regression (minibert.run.baselines.SoftmaxRegression, bag-of-words' optimiser and
+    penalty rule `fits` / `best`, but allowed PROBE_MAX_ITER L-BFGS iterations rather than
+    bag-of-words' MAX_ITER, so that the fit runs to convergence) whose L2 penalty is picked on
+    validation from PROBE_L2_GRID; the test split is scored once.
 
 `summary` runs all three on one checkpoint and its twin, quickly; `summary_line` prints it.
 """
@@ -50,12 +52,13 @@ from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, mask_batch
 from ..model import BertForMaskedLM, BertModel
 from ..text import Blocks, corpus_blocks, corpus_lines, pad_batch, tokenize_lines
-from .baselines import MAX_ITER, SoftmaxRegression, best, fits
+from .baselines import SoftmaxRegression, best, fits
 from .labelled import label_subsets, read_split, scores, split_files, truncate
 
 VALID_MASK_SEED = 1234  # train_mlm.py's: its validation split is masked once, with this seed
 AGREEMENT_PAIRS = (("is", "are"), ("was", "were"), ("has", "have"), ("does", "do"))  # (singular, plural)
 PROBE_L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)  # the linear probe's penalty, picked on validation
+PROBE_MAX_ITER = 1000  # L-BFGS iterations at most, so that the fit converges (bag-of-words' 100 cut it short)
 POOLINGS = ("cls", "mean")
 SOURCES = ("validation split", "labelled test sentences")  # the held-out texts of (b)
 
@@ -347,7 +350,7 @@ def sentence_features(encoder: BertModel, seqs: list[list[int]], pad_id: int, ba
 
 
 def linear_probe(x: dict[str, torch.Tensor], y: dict[str, torch.Tensor], num_labels: int,
-                 l2_grid: tuple[float, ...] = PROBE_L2_GRID, max_iter: int = MAX_ITER) -> dict:
+                 l2_grid: tuple[float, ...] = PROBE_L2_GRID, max_iter: int = PROBE_MAX_ITER) -> dict:
     """Softmax regression on features x["train"] (N, F) and labels y["train"] (N,), standardised
     with the training rows' mean and standard deviation; one fit per penalty, the best accuracy on
     x["valid"] picks it (the larger on a tie), then x["test"] is scored once."""
@@ -359,6 +362,7 @@ def linear_probe(x: dict[str, torch.Tensor], y: dict[str, torch.Tensor], num_lab
     test = scores(chosen.model.classify(z["test"]), y["test"], num_labels)
     return {"l2": chosen.l2, "valid_acc": chosen.valid_acc, "grid_valid_acc": {str(f.l2): f.valid_acc for f in grid},
             "test_acc": test["acc"], "test_macro_f1": test["macro_f1"], "iterations": chosen.iterations,
+            "grid_iterations": {str(f.l2): f.iterations for f in grid},
             "max_iter": max_iter, "n_train": len(y["train"])}
 
 
