@@ -74,10 +74,12 @@ def load_mlm(path: str) -> BertForMaskedLM:
 def random_twin(path: str, seed: int = 0) -> BertForMaskedLM:
     """The checkpoint's config with fresh weights, in eval mode: torch seeded with `seed`, then
     BertForMaskedLM(config), the two calls with which train_mlm.py starts a run, so with the run's
-    --seed these are its weights at step 0. The probes give it the checkpoint's tokenizer."""
+    --seed these are its weights at step 0. The probes give it the checkpoint's tokenizer. torch's
+    global generator is left as it was."""
     config = replace(BertConfig.load(path), use_sdpa=True, unpad=True)
-    torch.manual_seed(seed)
-    return BertForMaskedLM(config).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return BertForMaskedLM(config).eval()
 
 
 def plain(tokenizer: Tokenizer) -> Tokenizer:
