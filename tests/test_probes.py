@@ -16,7 +16,8 @@ from minibert.run.baselines import MAX_ITER
 from minibert.run.probes import (PROBE_MAX_ITER, SOURCES, AgreementItem, NGramCounts, agreement_input,
                                  agreement_margins, agreement_partners, bigram_probs, by_pair, continuation_ids,
                                  count_ngrams, find_agreement_items, fixed_masking, linear_probe, mean_pool,
-                                 more_frequent_form, ngram_scores, sentence_features, summary_line, unigram_probs)
+                                 more_frequent_form, ngram_scores, random_twin, sentence_features, summary_line,
+                                 unigram_probs)
 from minibert.text import Blocks
 
 # ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK]; 5, 6, 7 the ordinary words
@@ -70,6 +71,22 @@ def test_the_validation_masking_is_train_mlms():
     for key in ("input_ids", "labels"):
         assert torch.equal(ours[key], torch.cat([b[key] for b in theirs])), key
     assert (ours["labels"] != -100).sum() > 0
+
+
+def test_the_random_twin_is_step_0_and_leaves_the_global_generator_alone(tmp_path):
+    """random_twin(path, seed) holds exactly the weights of BertForMaskedLM(config) right after
+    torch.manual_seed(seed), as train_mlm.py draws them; torch's global generator is left as it
+    was, so the next draw is the one it would have been without the twin."""
+    cfg = tiny_config()
+    BertForMaskedLM(cfg).save_pretrained(tmp_path)
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    twin = random_twin(str(tmp_path), seed=5)
+    assert torch.equal(torch.rand(3), expected_next)
+    torch.manual_seed(5)
+    fresh = BertForMaskedLM(cfg).state_dict()
+    assert all(torch.equal(v, fresh[k]) for k, v in twin.state_dict().items())
 
 
 def hand_tokenizer(words: list[str]) -> Tokenizer:
