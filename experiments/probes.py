@@ -38,13 +38,13 @@ from experiments.compare import table
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
 from minibert.run import die
+from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.folders import check_run_folder, checkpoints, claim_run_folder, resolve_checkpoint
 from minibert.run.labelled import InputError, label_subsets, scores
-from minibert.run.probes import (PROBE_L2_GRID, SOURCES, ProbeText, frozen_probes, labelled_splits, load_mlm, random_twin,
-                                 summary, summary_line)
+from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, ProbeText, frozen_probes, labelled_splits,
+                                 load_mlm, random_twin, summary, summary_line)
 
-BUDGETS = (1000, None)  # labelled training sentences for (c); None = all of them (8,472)
 PLOT = "probes_vs_step.png"  # --run's plot, in --out
 
 
@@ -69,7 +69,8 @@ def open_spec(spec: str, seed: int) -> dict:
             "pretrain one first with `make run` (it writes runs/mlm-en)")
     mlm = load_mlm(path) if pretrained else random_twin(path, seed)
     where = os.path.normpath(folder) if path == folder else f"{os.path.normpath(folder)} ({os.path.basename(path)})"
-    name = f"minibert {where}" if pretrained else f"random init ({os.path.normpath(folder)}'s config and tokenizer, seed {seed})"
+    twin = f"random init ({os.path.normpath(folder)}'s config and tokenizer, seed {seed})"
+    name = f"minibert {where}" if pretrained else twin
     return {"name": name, "spec": spec, "path": path, "mlm": mlm, "encoder": mlm.bert, "tokenizer": load_tokenizer(path)}
 
 
@@ -142,7 +143,8 @@ def fmt(x, digits=3) -> str:
 
 def header(prober: Prober, first: str) -> list[str]:
     text = next(iter(prober.prepared.values()), None)
-    agreement = [f"agreement, {s}" + (f" (n={len(text.agreement[s][1]):,})" if text else "") for s in SOURCES]
+    agreement = [f"agreement, {s}" + (f" (n={len(text.agreement[s][1]):,})" if text else "") + ": acc. / balanced"
+                 for s in SOURCES]
     frozen = [f"frozen [CLS] / mean, {len(rows):,} labels" for rows in prober.subsets.values()]
     return [first, "masked-token loss (nats)", "masked-token acc.", *agreement, *frozen]
 
@@ -150,7 +152,7 @@ def header(prober: Prober, first: str) -> list[str]:
 def model_cells(prober: Prober, r: dict) -> list[str]:
     """A model's cells: (a) and (b) where it has an MLM head, "-" otherwise; (c) [CLS] / mean per budget."""
     masked = [fmt(r["masked"]["loss"]), fmt(r["masked"]["acc"])] if "masked" in r else ["-", "-"]
-    agreement = [fmt(r["agreement"][s]["acc"]) if "agreement" in r else "-" for s in SOURCES]
+    agreement = [both(r["agreement"][s]) if "agreement" in r else "-" for s in SOURCES]
     frozen = [f"{fmt(r['frozen']['cls'][b]['test_acc'])} / {fmt(r['frozen']['mean'][b]['test_acc'])}"
               for b in prober.subsets]
     return [*masked, *agreement, *frozen]
@@ -171,7 +173,7 @@ def baseline_lines(prober: Prober, labels: dict) -> list[list[str]]:
                       f"(backs off to the unigram on {ng['bigram']['backoff']:.0%} of targets)",
                       fmt(ng["bigram"]["loss"]), fmt(ng["bigram"]["acc"]), *["-"] * k, *blank_frozen])
         lines.append([f"the form more frequent in the training split{which}", "-", "-",
-                      *[fmt(a["acc"]) for a in b["agreement"].values()], *blank_frozen])
+                      *[both(b["agreement"][s]) for s in SOURCES], *blank_frozen])
     lines.append(["bag-of-words logistic regression", "-", "-", *["-"] * k,
                   *[fmt(labels[b]["bow"]["test_acc"]) for b in prober.subsets]])
     lines.append(["majority class", "-", "-", *["-"] * k,
@@ -181,10 +183,14 @@ def baseline_lines(prober: Prober, labels: dict) -> list[list[str]]:
 
 def pair_table(labelled: list[tuple[str, dict]]) -> str:
     """Agreement by pair: each (label, agreement results) row's accuracy on each source's pairs."""
-    cols = [(s, p, v["n"]) for s, a in labelled[0][1].items() for p, v in a["by_pair"].items()]
+    cols = [(s, p, v["n"]) for s in SOURCES for p, v in labelled[0][1][s]["by_pair"].items()]
     return table(["", *[f"{s}: {p} (n={n})" for s, p, n in cols]],
-                 [[label, *[fmt(a[s]["by_pair"].get(p, {"acc": None})["acc"]) for s, p, _ in cols]]
-                  for label, a in labelled])
+                 [[label, *[both(a[s]["by_pair"].get(p)) for s, p, _ in cols]] for label, a in labelled])
+
+
+def both(a: dict | None) -> str:
+    """'accuracy / balanced accuracy' of agreement results."""
+    return "-" if a is None else f"{fmt(a['acc'])} / {fmt(a['balanced'])}"
 
 
 def agreement_rows(rows: list[dict], prober: Prober, label) -> list[tuple[str, dict]]:
@@ -198,7 +204,7 @@ def agreement_rows(rows: list[dict], prober: Prober, label) -> list[tuple[str, d
 def describe(args, prober: Prober) -> list[str]:
     return [
         f"`{args.command}` on {time.strftime('%Y-%m-%d')}; torch {torch.__version__}, {args.device}, "
-        f"{torch.get_num_threads()} CPU threads.", "",
+        f"{torch.get_num_threads()} CPU thread(s).", "",
         f"(a) The `{args.corpus}` validation split in blocks of {args.seq_len} tokens, masked as train_mlm.py masks "
         f"it (--mask-prob {args.mask_prob}, its fixed seed): the model's loss is the valid_loss train_mlm.py prints. "
         "Unigram: add-one smoothed over the ordinary tokens; bigram: conditioned on the token left of the target as "
@@ -206,11 +212,14 @@ def describe(args, prober: Prober) -> list[str]:
         "[CLS], [SEP] or [MASK] or was never seen on the left in training; both counted on the training split.",
         f"(b) Each whole-word is/are, was/were, has/have, does/do in the validation split and in the labelled test "
         f"sentences, masked alone in its text (cut to {args.seq_len} positions around it): right when the model's "
-        "logit for the original form beats its partner's.",
+        "logit for the original form beats its partner's. Accuracy / balanced accuracy (the mean over the forms of "
+        "the accuracy on each form's items: 0.5 for any answer that ignores the context).",
         f"(c) Logistic regression on the frozen final hidden states ([CLS]; mean over the real tokens), standardised "
-        f"on the training rows, L2 picked on validation from {list(PROBE_L2_GRID)}, the test split scored once; "
+        f"on the training rows, L-BFGS to convergence (at most {PROBE_MAX_ITER} iterations), L2 picked on validation "
+        f"from {list(PROBE_L2_GRID)}, the test split scored once; "
         f"label budgets are nested seeded subsets of the {len(prober.labels['train']):,} training sentences. "
-        f"Bag-of-words: the same regression on words, L2 from {list(L2_GRID)}. Test accuracy.",
+        f"Bag-of-words: the same regression on 0/1 word features, as finetune.py fits it (at most {BOW_MAX_ITER} "
+        f"iterations, L2 picked on validation from {list(L2_GRID)}). Test accuracy.",
     ]
 
 
@@ -238,7 +247,8 @@ def checkpoint_mode(args, prober: Prober) -> dict:
     pairs = agreement_rows(rows, prober, lambda r: r["name"])
     text = "\n".join([f"# probes: {', '.join(args.checkpoint)}", "", *describe(args, prober), "",
                       table(header(prober, "model"), lines),
-                      *(["", "Agreement by pair:", "", pair_table(pairs)] if pairs else [])]) + "\n"
+                      *(["", "Agreement by pair, accuracy / balanced accuracy:", "", pair_table(pairs)] if pairs else [])])
+    text += "\n"
     results = {"meta": meta(args), "models": rows, "baselines": list(prober.baselines.values()), "labels": labels}
     write(args.out, results, text)
     print(text)
@@ -260,7 +270,7 @@ def run_mode(args, prober: Prober) -> dict:
     png = plot_run(rows, prober, labels, args.run)
     text = "\n".join([f"# probes along the run {args.run}", "", *describe(args, prober), "",
                       f"Step 0 is a random init of the run's config and tokenizer (seed {args.seed}).", "",
-                      table(header(prober, "step"), lines), "", "Agreement by pair:", "",
+                      table(header(prober, "step"), lines), "", "Agreement by pair, accuracy / balanced accuracy:", "",
                       pair_table(agreement_rows(rows, prober, lambda r: f"step {r['step']:,}"))]
                      + (["", f"![probes against the step]({PLOT})"] if png else [])) + "\n"
     results = {"meta": meta(args), "steps": rows, "baselines": list(prober.baselines.values()), "labels": labels}
@@ -288,25 +298,28 @@ def plot_run(rows: list[dict], prober: Prober, labels: dict, run: str) -> bytes 
     ax.set_ylabel("masked-token cross-entropy (nats)")
     ax.set_title("(a) masked-token loss, validation split", fontsize=9)
     ax = axes[1]
-    for k, source in enumerate(base["agreement"]):
-        line, = ax.plot(steps, [r["agreement"][source]["acc"] for r in rows], marker="o",
-                        label=f"model, {source} (n={base['agreement'][source]['n']:,})")
-        ax.axhline(base["agreement"][source]["acc"], color=line.get_color(), linestyle=":",
-                   label=f"more frequent form, {source}")
-    ax.set_ylabel("accuracy, original form vs its partner")
+    for k, source in enumerate(SOURCES):
+        ax.plot(steps, [r["agreement"][source]["acc"] for r in rows], marker="o", color=f"C{k}",
+                label=f"model, {source} (n={base['agreement'][source]['n']:,})")
+        ax.plot(steps, [r["agreement"][source]["balanced"] for r in rows], marker="x", linestyle="--", color=f"C{k}",
+                label=f"model, balanced, {source}")
+        ax.axhline(base["agreement"][source]["acc"], color=f"C{k}", linestyle=":", label=f"more frequent form, {source}")
+    ax.axhline(0.5, color="gray", linestyle=":", label="balanced accuracy of any context-free answer")
+    ax.set_ylabel("accuracy (balanced: mean over the forms)")
     ax.set_title("(b) agreement: is/are, was/were, has/have, does/do", fontsize=9)
     ax = axes[2]
     for k, (b, rows_b) in enumerate(prober.subsets.items()):  # one colour per label budget
         for pooling, marker, style in (("cls", "s", "--"), ("mean", "o", "-")):
             ax.plot(steps, [r["frozen"][pooling][b]["test_acc"] for r in rows], marker=marker, linestyle=style,
                     color=f"C{k}", label=f"{'[CLS]' if pooling == 'cls' else 'mean'}, {len(rows_b):,} labels")
-        ax.axhline(labels[b]["bow"]["test_acc"], color=f"C{k}", linestyle=":", label=f"bag-of-words, {len(rows_b):,} labels")
+        ax.axhline(labels[b]["bow"]["test_acc"], color=f"C{k}", linestyle=":",
+                   label=f"bag-of-words, {len(rows_b):,} labels")
     ax.set_ylabel("sentiment test accuracy")
     ax.set_title("(c) logistic regression on frozen features", fontsize=9)
-    for ax in axes:
+    for ax, where in zip(axes, ("upper right", "lower right", "center right"), strict=True):
         ax.set_xlabel("pretraining step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc=where)
     fig.suptitle(f"probes along {run}", fontsize=10)
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -335,7 +348,8 @@ def main(argv=None):
     p.add_argument("--budgets", default="1000,all",
                    help="(c): comma-separated numbers of labelled training sentences, `all` for all (default: "
                         "1000,all); --summary uses the first")
-    p.add_argument("--seq-len", type=int, default=128, help="train_mlm.py's --seq-len: block and window length (default: 128)")
+    p.add_argument("--seq-len", type=int, default=128,
+                   help="train_mlm.py's --seq-len: block and window length (default: 128)")
     p.add_argument("--mask-prob", type=float, default=0.3, help="train_mlm.py's --mask-prob (default: 0.3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random-init twins (default: 0, train_mlm.py's)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"], help="where the models run (default: cpu)")

@@ -12,10 +12,12 @@ from conftest import assert_close, perturb_, tiny_config
 from data.prepare import CACHE
 from experiments import probes as command
 from minibert import BertConfig, BertForMaskedLM, BertModel, MaskingVocab
-from minibert.run.probes import (AgreementItem, NGramCounts, agreement_input, agreement_margins, agreement_partners,
-                             bigram_probs, continuation_ids, count_ngrams, find_agreement_items, fixed_masking,
-                             linear_probe, majority_form_scores, mean_pool, ngram_scores, sentence_features,
-                             unigram_probs)
+from minibert.run.baselines import MAX_ITER
+from minibert.run.probes import (PROBE_MAX_ITER, SOURCES, AgreementItem, NGramCounts, agreement_input,
+                                 agreement_margins, agreement_partners, bigram_probs, by_pair, continuation_ids,
+                                 count_ngrams, find_agreement_items, fixed_masking, linear_probe, mean_pool,
+                                 more_frequent_form, ngram_scores, random_twin, sentence_features, summary_line,
+                                 unigram_probs)
 from minibert.text import Blocks
 
 # ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK]; 5, 6, 7 the ordinary words
@@ -71,6 +73,22 @@ def test_the_validation_masking_is_train_mlms():
     assert (ours["labels"] != -100).sum() > 0
 
 
+def test_the_random_twin_is_step_0_and_leaves_the_global_generator_alone(tmp_path):
+    """random_twin(path, seed) holds exactly the weights of BertForMaskedLM(config) right after
+    torch.manual_seed(seed), as train_mlm.py draws them; torch's global generator is left as it
+    was, so the next draw is the one it would have been without the twin."""
+    cfg = tiny_config()
+    BertForMaskedLM(cfg).save_pretrained(tmp_path)
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    twin = random_twin(str(tmp_path), seed=5)
+    assert torch.equal(torch.rand(3), expected_next)
+    torch.manual_seed(5)
+    fresh = BertForMaskedLM(cfg).state_dict()
+    assert all(torch.equal(v, fresh[k]) for k, v in twin.state_dict().items())
+
+
 def hand_tokenizer(words: list[str]) -> Tokenizer:
     """A WordPiece tokenizer with exactly these words (lower-cased, BERT's pre-tokenizer)."""
     tok = Tokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
@@ -115,11 +133,13 @@ def test_agreement_items_on_hand_sentences():
     assert texts[0][8] == v["is"]  # the text itself is never modified
 
 
-def test_agreement_scores_batched_and_the_more_frequent_form():
+def test_agreement_margins_batched_and_the_more_frequent_form():
     """The margin logit(original) - logit(partner) of each item is the one read off a forward pass of
     its own input, whether the items run one by one or padded together (atol 1e-5).
     The more frequent form, with training counts is 5, are 2, was 1, were 3: it answers `is` and
-    `were`, so of the items are, is, was, is it gets is, is right: 2/4; is/are 2/3, was/were 0/1."""
+    `were`, so of the items are, is, was, is it gets is, is right: 2/4; is/are 2/3, was/were 0/1.
+    Balanced over the forms present: are 0/1, is 2/2, was 0/1 -> (0 + 1 + 0) / 3 = 1/3; is/are
+    (0 + 1) / 2 = 0.5, the score of any answer blind to the context; was/were 0."""
     tok = hand_tokenizer(WORDS)
     v = tok.get_vocab()
     texts = [tok.encode(s, add_special_tokens=False).ids
@@ -139,9 +159,33 @@ def test_agreement_scores_batched_and_the_more_frequent_form():
     unigram[[v["is"], v["are"], v["was"], v["were"]]] = torch.tensor([5, 2, 1, 3])
     counts = NGramCounts(unigram, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
                          torch.zeros(len(WORDS), dtype=torch.bool))
-    s = majority_form_scores(items, counts)
-    assert (s["acc"], s["n"]) == (0.5, 4)
-    assert s["by_pair"] == {"is/are": {"acc": 2 / 3, "right": 2, "n": 3}, "was/were": {"acc": 0.0, "right": 0, "n": 1}}
+    s = by_pair(items, more_frequent_form(items, counts))
+    assert (s["acc"], s["balanced"], s["n"]) == (0.5, 1 / 3, 4)
+    assert s["by_pair"] == {"is/are": {"acc": 2 / 3, "balanced": 0.5, "right": 2, "n": 3},
+                            "was/were": {"acc": 0.0, "balanced": 0.0, "right": 0, "n": 1}}
+
+
+def test_the_summary_line_puts_balanced_agreement_beside_plain():
+    """One line. The items are, is, was, is (the test above): a model right on are, is, -, is gets
+    3/4 plain and (1 + 1 + 0) / 3 = 2/3 balanced; one right on are alone 1/4 and (1 + 0 + 0) / 3 =
+    1/3; the more frequent form 2/4 and 1/3. Plain accuracy first, then balanced, each as
+    checkpoint / random init / baseline."""
+    v = hand_tokenizer(WORDS).get_vocab()
+    items = [AgreementItem(0, 2, v["are"], v["is"], "is/are"), AgreementItem(0, 8, v["is"], v["are"], "is/are"),
+             AgreementItem(1, 1, v["was"], v["were"], "was/were"), AgreementItem(2, 1, v["is"], v["are"], "is/are")]
+
+    def probes(right, loss, frozen):
+        return {"masked": {"loss": loss}, "agreement": {"pooled": by_pair(items, right)}, "frozen": {"test_acc": frozen}}
+
+    s = {"budget": 1000, "model": probes([True, True, False, True], 6.0, 0.6),
+         "random": probes([True, False, False, False], 9.0, 0.55),
+         "baselines": {"ngram": {"unigram": {"loss": 7.0}, "bigram": {"loss": 5.9}},
+                       "agreement": {"pooled": by_pair(items, [False, True, False, True])}, "majority_class_test_acc": 0.47}}
+    assert summary_line(s) == (
+        "probes on held-out text, checkpoint / random init / baselines: masked-token loss 6.000 / 9.000 / unigram "
+        "7.000, bigram 5.900 nats; agreement (is/are ..., 4 items) 0.750 / 0.250 / more frequent form 0.500, "
+        "balanced over the forms 0.667 / 0.333 / 0.333; logistic regression on frozen mean-pooled features, "
+        "1,000 labels, sentiment test accuracy 0.600 / 0.550 / majority class 0.470")
 
 
 def test_mean_pooling_excludes_padding():
@@ -172,6 +216,17 @@ def test_linear_probe_picks_its_penalty_on_validation_not_test():
     r = linear_probe(x, y, num_labels=2, l2_grid=(1e-4, 1e3))
     assert r["l2"] == 1e3 and r["valid_acc"] == 1.0 and r["test_acc"] == 0.5
     assert r["grid_valid_acc"] == {"0.0001": 0.5, "1000.0": 1.0}
+
+
+def test_linear_probe_runs_to_convergence():
+    """Random labels on 80 training rows of 50 random features: nearly separable, so with L2 1e-4
+    L-BFGS needs more than bag-of-words' 100 iterations to meet its tolerances (151 with this
+    seed). The probe's fit runs until it meets them, under its cap of PROBE_MAX_ITER (1,000)."""
+    g = torch.Generator().manual_seed(2)
+    x = {s: torch.randn(80, 50, generator=g) for s in ("train", "valid", "test")}
+    y = {s: torch.randint(0, 2, (80,), generator=g) for s in x}
+    r = linear_probe(x, y, num_labels=2, l2_grid=(1e-4,))
+    assert MAX_ITER < r["iterations"] == r["grid_iterations"]["0.0001"] < r["max_iter"] == PROBE_MAX_ITER
 
 
 @pytest.fixture(scope="module")
@@ -205,10 +260,12 @@ def test_the_command_end_to_end_on_a_tiny_checkpoint(tmp_path, tiny_run, capsys)
     assert names[0].startswith("minibert") and "step-000020" in names[0] and names[1].startswith("random init")
     (base,) = results["baselines"]
     assert 5 < base["ngram"]["bigram"]["loss"] < base["ngram"]["unigram"]["loss"] < math.log(8192)
+    assert base["agreement"]["pooled"]["balanced"] == 0.5  # all 8 forms occur; the more frequent form is blind
     for m in results["models"]:
         assert m["masked"]["n"] == base["ngram"]["n"] > 1000
         for source, a in m["agreement"].items():
-            assert a["n"] == base["agreement"][source]["n"] > 100 and 0 <= a["acc"] <= 1
+            assert a["n"] == base["agreement"][source]["n"] > 100 and 0 <= a["acc"] <= 1 and 0 <= a["balanced"] <= 1
+        assert m["agreement"]["pooled"]["n"] == sum(m["agreement"][s]["n"] for s in SOURCES)
         for pooling in ("cls", "mean"):
             for budget in ("40", "120"):
                 r = m["frozen"][pooling][budget]
@@ -222,7 +279,8 @@ def test_the_command_end_to_end_on_a_tiny_checkpoint(tmp_path, tiny_run, capsys)
     out = tmp_path / "run"
     results = command.main(["--run", str(tiny_run), "--budgets", "40", "--out", str(out)])
     assert [r["step"] for r in results["steps"]] == [0, 10, 20]
-    assert results["steps"][2]["masked"] == json.loads((tmp_path / "ckpt" / "results.json").read_text())["models"][0]["masked"]
+    newest = json.loads((tmp_path / "ckpt" / "results.json").read_text())["models"][0]
+    assert results["steps"][2]["masked"] == newest["masked"]  # the same checkpoint, the same numbers
     assert (out / "probes_vs_step.png").stat().st_size > 0
     capsys.readouterr()
     line = command.main(["--summary", str(tiny_run), "--budgets", "40"])

@@ -22,17 +22,19 @@ C hidden size, V vocabulary, K labels.
     sees: a neighbour the masker replaced by a random word is taken as seen, and the word right
     of the target (which the model also sees) is not used at all. Cross-entropy in nats, and
     accuracy of the most probable word (the smallest id on a tie, as argmax picks).
-(b) Agreement (`find_agreement_items`, `agreement_scores`): every whole-word occurrence of a
+(b) Agreement (`find_agreement_items`, `agreement_margins`): every whole-word occurrence of a
     verb form whose number partner is also a whole token of the vocabulary (is/are, was/were,
     has/have, does/do) in held-out text becomes one item: that token alone is replaced by
     [MASK], the text around it is kept as it is, cut to the model's positions, and the item is
     right when the model's logit for the original form beats its partner's. Baselines: the form
-    more frequent in the training split, always (`majority_form_scores`), and the random init.
+    more frequent in the training split, always (`more_frequent_form`), and the random init.
 (c) Frozen features (`sentence_features`, `linear_probe`): the final hidden states of the frozen
     encoder, at [CLS] and averaged over the real tokens ([CLS] and [SEP] included, padding
     excluded), standardised with the training rows' mean and deviation, feed a multinomial
-    logistic regression (minibert.run.baselines.SoftmaxRegression, bag-of-words' optimiser) whose
-    L2 penalty is picked on validation from PROBE_L2_GRID; the test split is scored once.
+    logistic regression (minibert.run.baselines.SoftmaxRegression, bag-of-words' optimiser and
+    penalty rule `fits` / `best`, but allowed PROBE_MAX_ITER L-BFGS iterations rather than
+    bag-of-words' MAX_ITER, so that the fit runs to convergence) whose L2 penalty is picked on
+    validation from PROBE_L2_GRID; the test split is scored once.
 
 `summary` runs all three on one checkpoint and its twin, quickly; `summary_line` prints it.
 """
@@ -50,12 +52,13 @@ from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, mask_batch
 from ..model import BertForMaskedLM, BertModel
 from ..text import Blocks, corpus_blocks, corpus_lines, pad_batch, tokenize_lines
-from .baselines import MAX_ITER, SoftmaxRegression, best, fits
+from .baselines import SoftmaxRegression, best, fits
 from .labelled import label_subsets, read_split, scores, split_files, truncate
 
 VALID_MASK_SEED = 1234  # train_mlm.py's: its validation split is masked once, with this seed
 AGREEMENT_PAIRS = (("is", "are"), ("was", "were"), ("has", "have"), ("does", "do"))  # (singular, plural)
 PROBE_L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)  # the linear probe's penalty, picked on validation
+PROBE_MAX_ITER = 1000  # L-BFGS iterations at most, so that the fit converges (bag-of-words' 100 cut it short)
 POOLINGS = ("cls", "mean")
 SOURCES = ("validation split", "labelled test sentences")  # the held-out texts of (b)
 
@@ -71,10 +74,12 @@ def load_mlm(path: str) -> BertForMaskedLM:
 def random_twin(path: str, seed: int = 0) -> BertForMaskedLM:
     """The checkpoint's config with fresh weights, in eval mode: torch seeded with `seed`, then
     BertForMaskedLM(config), the two calls with which train_mlm.py starts a run, so with the run's
-    --seed these are its weights at step 0. The probes give it the checkpoint's tokenizer."""
+    --seed these are its weights at step 0. The probes give it the checkpoint's tokenizer. torch's
+    global generator is left as it was."""
     config = replace(BertConfig.load(path), use_sdpa=True, unpad=True)
-    torch.manual_seed(seed)
-    return BertForMaskedLM(config).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return BertForMaskedLM(config).eval()
 
 
 def plain(tokenizer: Tokenizer) -> Tokenizer:
@@ -285,33 +290,35 @@ def agreement_margins(model: BertForMaskedLM, texts: list[list[int]], items: lis
     return margins
 
 
-def agreement_scores(model: BertForMaskedLM, texts: list[list[int]], items: list[AgreementItem],
-                     tokenizer: Tokenizer, max_length: int, batch_size: int = 64,
-                     device: str | torch.device = "cpu") -> dict:
-    """Accuracy of logit(original) > logit(partner) at the masked form, over `items`, and per pair."""
-    margins = agreement_margins(model, texts, items, tokenizer, max_length, batch_size, device)
-    return by_pair(items, (margins > 0).tolist())
-
-
-def majority_form_scores(items: list[AgreementItem], counts: NGramCounts) -> dict:
-    """Always the form of the pair more frequent in the training split (the smaller id on an exact tie)."""
+def more_frequent_form(items: list[AgreementItem], counts: NGramCounts) -> list[bool]:
+    """Per item: is the original the form of its pair more frequent in the training split (the
+    smaller id on an exact tie)? That is, is the baseline that always answers that form right?"""
     def frequent(it):
         a, b = sorted((it.original, it.partner))
         return a if counts.unigram[a] >= counts.unigram[b] else b
-    return by_pair(items, [frequent(it) == it.original for it in items])
+    return [frequent(it) == it.original for it in items]
 
 
 def by_pair(items: list[AgreementItem], right: list[bool]) -> dict:
-    """{"acc", "right", "n", "by_pair": {"is/are": {"acc", "right", "n"}, ...}} of per-item results
-    (acc None with no item)."""
-    groups: dict[str, list[bool]] = {}
-    for it, ok in zip(items, right, strict=True):
-        groups.setdefault(it.pair, []).append(ok)
-    return {**tally(right), "by_pair": {k: tally(v) for k, v in sorted(groups.items())}}
+    """{"acc", "balanced", "right", "n", "by_pair": {"is/are": {the same}, ...}} of per-item results
+    (None with no item). balanced: the mean, over the forms present, of the accuracy on the items
+    of that form; an answer that ignores the context (always `is`, never `are`) scores 0.5 on it
+    whatever the forms' frequencies, where plain accuracy rewards knowing the commoner form."""
+    groups: dict[str, list[int]] = {}
+    for k, it in enumerate(items):
+        groups.setdefault(it.pair, []).append(k)
+    return {**tally(items, right, range(len(items))),
+            "by_pair": {p: tally(items, right, ks) for p, ks in sorted(groups.items())}}
 
 
-def tally(right: list[bool]) -> dict:
-    return {"acc": sum(right) / len(right) if right else None, "right": sum(right), "n": len(right)}
+def tally(items: list[AgreementItem], right: list[bool], which) -> dict:
+    """Accuracy, balanced accuracy and counts over the items numbered `which`."""
+    forms: dict[int, list[bool]] = {}
+    for k in which:
+        forms.setdefault(items[k].original, []).append(right[k])
+    n, ok = sum(len(v) for v in forms.values()), sum(sum(v) for v in forms.values())
+    balanced = sum(sum(v) / len(v) for v in forms.values()) / len(forms) if n else None
+    return {"acc": ok / n if n else None, "balanced": balanced, "right": ok, "n": n}
 
 
 # ---- (c) frozen features --------------------------------------------------------------------------
@@ -347,7 +354,7 @@ def sentence_features(encoder: BertModel, seqs: list[list[int]], pad_id: int, ba
 
 
 def linear_probe(x: dict[str, torch.Tensor], y: dict[str, torch.Tensor], num_labels: int,
-                 l2_grid: tuple[float, ...] = PROBE_L2_GRID, max_iter: int = MAX_ITER) -> dict:
+                 l2_grid: tuple[float, ...] = PROBE_L2_GRID, max_iter: int = PROBE_MAX_ITER) -> dict:
     """Softmax regression on features x["train"] (N, F) and labels y["train"] (N,), standardised
     with the training rows' mean and standard deviation; one fit per penalty, the best accuracy on
     x["valid"] picks it (the larger on a tie), then x["test"] is scored once."""
@@ -359,6 +366,7 @@ def linear_probe(x: dict[str, torch.Tensor], y: dict[str, torch.Tensor], num_lab
     test = scores(chosen.model.classify(z["test"]), y["test"], num_labels)
     return {"l2": chosen.l2, "valid_acc": chosen.valid_acc, "grid_valid_acc": {str(f.l2): f.valid_acc for f in grid},
             "test_acc": test["acc"], "test_macro_f1": test["macro_f1"], "iterations": chosen.iterations,
+            "grid_iterations": {str(f.l2): f.iterations for f in grid},
             "max_iter": max_iter, "n_train": len(y["train"])}
 
 
@@ -404,15 +412,22 @@ class ProbeText:
         return cls(tokenizer, counts, masked, agreement, seq_len)
 
     def baselines(self) -> dict:
-        """The n-gram models on the masked targets, the majority form on the agreement items."""
+        """The n-gram models on the masked targets, the more frequent form on the agreement items."""
         return {"ngram": ngram_scores(self.counts, self.masked),
-                "agreement": {s: majority_form_scores(items, self.counts) for s, (_, items) in self.agreement.items()}}
+                "agreement": self.agreement_results({s: more_frequent_form(items, self.counts)
+                                                     for s, (_, items) in self.agreement.items()})}
 
     def mlm_probes(self, model: BertForMaskedLM, device="cpu") -> dict:
         """(a) and (b) for a model with an MLM head."""
-        return {"masked": masked_token_scores(model, self.masked, device=device),
-                "agreement": {s: agreement_scores(model, texts, items, self.tokenizer, self.seq_len, device=device)
-                              for s, (texts, items) in self.agreement.items()}}
+        right = {s: (agreement_margins(model, texts, items, self.tokenizer, self.seq_len, device=device) > 0).tolist()
+                 for s, (texts, items) in self.agreement.items()}
+        return {"masked": masked_token_scores(model, self.masked, device=device), "agreement": self.agreement_results(right)}
+
+    def agreement_results(self, right: dict[str, list[bool]]) -> dict:
+        """by_pair of each source's per-item results, and of all sources together ("pooled")."""
+        out = {s: by_pair(self.agreement[s][1], r) for s, r in right.items()}
+        out["pooled"] = by_pair([it for s in right for it in self.agreement[s][1]], [ok for s in right for ok in right[s]])
+        return out
 
 
 def frozen_probes(encoder: BertModel, tokenizer: Tokenizer, texts: dict[str, list[str]], labels: dict[str, torch.Tensor],
@@ -451,34 +466,28 @@ def summary(path: str, corpus_folder: str, labelled_folder: str, budget: int | N
     out = {"checkpoint": path, "budget": len(rows), "baselines": text.baselines()}
     majority = int(labels["train"][rows].bincount().argmax())
     out["baselines"]["majority_class_test_acc"] = (labels["test"] == majority).double().mean().item()
-    out["baselines"]["agreement"]["pooled"] = _pooled(out["baselines"]["agreement"])
     for name, model in (("model", load_mlm(path)), ("random", random_twin(path, seed))):
         out[name] = text.mlm_probes(model, device)
-        out[name]["agreement"]["pooled"] = _pooled(out[name]["agreement"])
         out[name]["frozen"] = frozen_probes(model.bert, tokenizer, texts, labels, {"budget": rows}, ("mean",), seq_len,
                                             device)["mean"]["budget"]
     return out
-
-
-def _pooled(by_source: dict) -> dict:
-    """The accuracy over the items of every source together."""
-    n, right = sum(r["n"] for r in by_source.values()), sum(r["right"] for r in by_source.values())
-    return {"acc": right / n if n else None, "right": right, "n": n}
 
 
 def summary_line(s: dict) -> str:
     """One line: the checkpoint, then its random init, then the baselines, probe by probe."""
     m, r, b = s["model"], s["random"], s["baselines"]
     ng = b["ngram"]
+    agree = [x["agreement"]["pooled"] for x in (m, r, b)]
 
     def acc(x):
         return "-" if x is None else f"{x:.3f}"
 
     return (f"probes on held-out text, checkpoint / random init / baselines: masked-token loss "
             f"{m['masked']['loss']:.3f} / {r['masked']['loss']:.3f} / unigram {ng['unigram']['loss']:.3f}, "
-            f"bigram {ng['bigram']['loss']:.3f} nats; agreement (is/are ..., {m['agreement']['pooled']['n']:,} items) "
-            f"{acc(m['agreement']['pooled']['acc'])} / {acc(r['agreement']['pooled']['acc'])} / more frequent form "
-            f"{acc(b['agreement']['pooled']['acc'])}; logistic regression on frozen mean-pooled features, "
+            f"bigram {ng['bigram']['loss']:.3f} nats; agreement (is/are ..., {agree[0]['n']:,} items) "
+            f"{acc(agree[0]['acc'])} / {acc(agree[1]['acc'])} / more frequent form {acc(agree[2]['acc'])}, balanced "
+            f"over the forms {acc(agree[0]['balanced'])} / {acc(agree[1]['balanced'])} / {acc(agree[2]['balanced'])}; "
+            f"logistic regression on frozen mean-pooled features, "
             f"{s['budget']:,} labels, sentiment test accuracy "
             f"{m['frozen']['test_acc']:.3f} / {r['frozen']['test_acc']:.3f} / majority class "
             f"{b['majority_class_test_acc']:.3f}")
