@@ -290,7 +290,7 @@ def plot_run(rows: list[dict], prober: Prober, labels: dict, run: str) -> bytes 
         return None
     steps = [r["step"] for r in rows]
     base = next(iter(prober.baselines.values()))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 6))
     ax = axes[0]
     ax.plot(steps, [r["masked"]["loss"] for r in rows], marker="o", label="model (step 0: random init)")
     for name, style in (("unigram", ":"), ("bigram", "--")):
@@ -316,10 +316,10 @@ def plot_run(rows: list[dict], prober: Prober, labels: dict, run: str) -> bytes 
                    label=f"bag-of-words, {len(rows_b):,} labels")
     ax.set_ylabel("sentiment test accuracy")
     ax.set_title("(c) logistic regression on frozen features", fontsize=9)
-    for ax, where in zip(axes, ("upper right", "lower right", "center right"), strict=True):
+    for ax in axes:
         ax.set_xlabel("pretraining step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc=where)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13))  # below, off the curves
     fig.suptitle(f"probes along {run}", fontsize=10)
     fig.tight_layout()
     buffer = io.BytesIO()
