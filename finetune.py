@@ -34,7 +34,7 @@ from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
 from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
-from minibert.run import die
+from minibert.run import die, interrupted
 from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
@@ -410,4 +410,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted("nothing is half-written; run again with --overwrite to fine-tune afresh")

@@ -31,7 +31,7 @@ import torch.distributed as dist
 from data.prepare import CORPORA, DataError, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.masking import check_replacement_pool, max_predictions, target_slots
-from minibert.run import die
+from minibert.run import die, interrupted
 from minibert.checkpoint import read_header
 from minibert.files import append_line, write_file
 from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, read_json, save_checkpoint,
@@ -712,9 +712,18 @@ def main(argv=None):
         if not args.no_progress and run.start < args.max_steps:
             from tqdm import tqdm
             run.progress = tqdm(total=args.max_steps, initial=run.start, unit="step", dynamic_ncols=True)
-    result = train(run, valid)
+    try:
+        result = train(run, valid)
+    except KeyboardInterrupt:
+        if run.progress:
+            run.progress.close()
+        interrupted(f"the last checkpoint is {run.checkpoint}; --resume continues from it" if run.checkpoint
+                    else "no checkpoint was written yet; run again with --overwrite to start afresh", run.main_process)
     finish(run, valid, result, baseline)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted("nothing is half-written; --resume continues from the last checkpoint, if there is one")

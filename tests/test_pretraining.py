@@ -90,6 +90,32 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, corpus):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path, corpus):
+    """Ctrl-C (SIGINT) during training: exit status 130 (128 + SIGINT, as a shell reports it),
+    one line on stderr naming the last checkpoint and --resume, no traceback; --resume (with a
+    shorter --max-steps, which a resume may change) then finishes the run."""
+    args = ["--max-steps", "400", "--save-every", "2", "--eval-every", "200"]
+    out = tmp_path / "interrupted"
+    cmd = [sys.executable, "train_mlm.py", "--corpus", str(corpus), "--data-root", str(tmp_path / "cache"),
+           "--out", str(out), *TINY, *args]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    latest = out / "checkpoints" / "latest"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if latest.exists() and int(latest.read_text().split("-")[1]) >= 4:
+            proc.send_signal(signal.SIGINT)
+            break
+        time.sleep(0.005)
+    _, err = proc.communicate()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert re.fullmatch(r"interrupted: the last checkpoint is .*step-\d{6}; --resume continues from it", lines[0])
+    resumed = run(out, corpus, tmp_path / "cache", "--save-every", "2", "--max-steps", "100", "--eval-every", "100",
+                  "--resume")
+    assert resumed[-1]["step"] == 100
+
+
 def test_same_command_twice_gives_the_same_numbers(tmp_path, corpus):
     a = run(tmp_path / "a", corpus, tmp_path / "cache", "--max-steps", "6", "--eval-every", "3")
     b = run(tmp_path / "b", corpus, tmp_path / "cache", "--max-steps", "6", "--eval-every", "3")

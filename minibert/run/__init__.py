@@ -19,3 +19,13 @@ def die(msg: str):
     """Stop a script with one line on standard error: what is wrong and what to do. A message
     of several lines (a strict-load listing, a path holding a newline) is joined into one."""
     sys.exit("error: " + "; ".join(line.strip() for line in str(msg).splitlines() if line.strip()))
+
+
+def interrupted(what: str, say: bool = True):
+    """Stop a script that Ctrl-C interrupted: one line on standard error (what is left, what to
+    do), exit status 130 as a shell gives it (128 + SIGINT), no traceback. Every file is written
+    to a temporary name and renamed, so nothing is left half-written. `say`: False on the
+    processes of a multi-process run other than the main one."""
+    if say:
+        print(f"interrupted: {what}", file=sys.stderr)
+    sys.exit(130)
