@@ -98,7 +98,10 @@ def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path, corpus):
     out = tmp_path / "interrupted"
     cmd = [sys.executable, "train_mlm.py", "--corpus", str(corpus), "--data-root", str(tmp_path / "cache"),
            "--out", str(out), *TINY, *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # a shell starts background jobs with SIGINT ignored, and Python then keeps ignoring it: the
+    # child gets the default action back, as a program started from a terminal has it
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     latest = out / "checkpoints" / "latest"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
@@ -107,6 +110,7 @@ def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path, corpus):
             break
         time.sleep(0.005)
     _, err = proc.communicate()
+    assert proc.returncode != 0, "the run ended before it could be interrupted"
     assert proc.returncode == 130, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
