@@ -685,14 +685,15 @@ def test_fine_tuning_refuses_in_one_line_and_changes_nothing(base, setup, tmp_pa
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("damage", ["run.json", "summary.json", "metrics.jsonl"])
+@pytest.mark.parametrize("damage", ["run.json", "summary.json", "metrics.jsonl", "metrics.jsonl-step"])
 def test_a_run_file_nested_too_deeply_is_damaged_not_a_traceback(base, corpus, tmp_path, capsys, damage):
     """run.json nested too deeply: the folder is not a run (one line). summary.json of a
-    finished run: recomputed. A metrics.jsonl line: dropped on --resume, as a cut line is."""
+    finished run: recomputed. A metrics.jsonl line nested too deeply, or a record whose step is
+    not an integer: dropped on --resume, as a cut line is."""
     out = copy(base, "pre", tmp_path)
-    if damage == "metrics.jsonl":
-        with open(out / damage, "a") as f:
-            f.write("[" * 100000 + "\n")
+    if damage.startswith("metrics.jsonl"):
+        with open(out / "metrics.jsonl", "a") as f:
+            f.write("[" * 100000 + "\n" if damage == "metrics.jsonl" else '{"step": "x"}\n{"step": null}\n')
     else:
         deep(out / damage)
     command = mlm(out, corpus, base, "--resume", "--max-steps", "2")
@@ -703,4 +704,4 @@ def test_a_run_file_nested_too_deeply_is_damaged_not_a_traceback(base, corpus, t
         return
     command()
     assert "validation" in capsys.readouterr().out
-    assert "[[[" not in (out / "metrics.jsonl").read_text()
+    assert "[[[" not in (out / "metrics.jsonl").read_text() and '"x"' not in (out / "metrics.jsonl").read_text()

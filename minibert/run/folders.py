@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
 import re
 import shutil
@@ -211,18 +210,18 @@ def truncate_metrics(path: str, step: int) -> None:
     line a crash cut short."""
     if not os.path.isfile(path):
         return
-    kept = [json.dumps(r) + "\n" for r in metric_records(path) if r.get("step", math.inf) <= step]
+    kept = [json.dumps(r) + "\n" for r in metric_records(path) if r["step"] <= step]
     write_file(path, "".join(kept).encode("utf-8"))
 
 
 def metric_records(path: str):
-    """The JSON records (dicts) of a metrics.jsonl, in order; a line a crash cut short, or any
-    line that is not a JSON record, is skipped."""
+    """The records of a metrics.jsonl, in order: JSON objects with an integer "step". A line a
+    crash cut short, or any line that is not such a record, is skipped."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
                 record = parse_json(line)
             except ValueError:
                 continue
-            if isinstance(record, dict):
+            if isinstance(record, dict) and type(record.get("step")) is int:
                 yield record
