@@ -61,6 +61,26 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def signal_mid_run(out, corpus, data_root, args, at_step: int, sig) -> tuple[subprocess.Popen, str]:
+    """Start train_mlm.py in a process of its own, send it `sig` once its newest checkpoint is at
+    least `at_step`, and wait for it: (the process, its stderr). A shell starts background jobs
+    with SIGINT ignored, and Python then keeps ignoring it: the child gets the default action
+    back, as a program started from a terminal has it."""
+    cmd = [sys.executable, "train_mlm.py", "--corpus", str(corpus), "--data-root", str(data_root),
+           "--out", str(out), *TINY, *args]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    latest = out / "checkpoints" / "latest"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if latest.exists() and int(latest.read_text().split("-")[1]) >= at_step:
+            proc.send_signal(sig)
+            break
+        time.sleep(0.005)
+    _, err = proc.communicate()
+    return proc, err
+
+
 def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, corpus):
     """A run SIGKILLed mid-way (a checkpoint every 2 steps) and resumed with --resume ends with
     bit-identical weights and the same per-step losses as the uninterrupted run (CPU)."""
@@ -68,19 +88,9 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, corpus):
     reference = run(tmp_path / "ref", corpus, tmp_path / "cache", *args)
 
     out = tmp_path / "killed"
-    cmd = [sys.executable, "train_mlm.py", "--corpus", str(corpus), "--data-root", str(tmp_path / "cache"),
-           "--out", str(out), *TINY, *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    latest = out / "checkpoints" / "latest"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if latest.exists() and int(latest.read_text().split("-")[1]) >= 10:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.005)
-    proc.wait()
+    proc, _ = signal_mid_run(out, corpus, tmp_path / "cache", args, 10, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    killed_at = int(latest.read_text().split("-")[1])
+    killed_at = int((out / "checkpoints" / "latest").read_text().split("-")[1])
     assert killed_at < 40
 
     resumed = run(out, corpus, tmp_path / "cache", *args, "--resume")
@@ -96,20 +106,7 @@ def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path, corpus):
     shorter --max-steps, which a resume may change) then finishes the run."""
     args = ["--max-steps", "400", "--save-every", "2", "--eval-every", "200"]
     out = tmp_path / "interrupted"
-    cmd = [sys.executable, "train_mlm.py", "--corpus", str(corpus), "--data-root", str(tmp_path / "cache"),
-           "--out", str(out), *TINY, *args]
-    # a shell starts background jobs with SIGINT ignored, and Python then keeps ignoring it: the
-    # child gets the default action back, as a program started from a terminal has it
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    latest = out / "checkpoints" / "latest"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if latest.exists() and int(latest.read_text().split("-")[1]) >= 4:
-            proc.send_signal(signal.SIGINT)
-            break
-        time.sleep(0.005)
-    _, err = proc.communicate()
+    proc, err = signal_mid_run(out, corpus, tmp_path / "cache", args, 4, signal.SIGINT)
     assert proc.returncode != 0, "the run ended before it could be interrupted"
     assert proc.returncode == 130, err
     lines = err.strip().splitlines()
