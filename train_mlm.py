@@ -51,7 +51,16 @@ def parse_args(argv=None):
                         "Shakespeare, 13.5 MB), zh (People's Daily), or UTF-8 text files with one document per line")
     a.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
     a.add_argument("--vocab-size", type=int, default=4096, help="WordPiece vocabulary size (default: 4096)")
-    a.add_argument("--seq-len", type=int, default=128, help="tokens per packed block (default: 128)")
+    a.add_argument("--seq-len", type=int, default=128,
+                   help="tokens per packed block, and the block length the validation is measured on (default: 128)")
+    a.add_argument("--short-seq-len", type=int, default=None,
+                   help="tokens per block in the short first phase; a divisor of --seq-len, its batches hold "
+                        "seq-len / short-seq-len times as many blocks, so a step reads as many tokens "
+                        "(default: a quarter of --seq-len, 32 for 128)")
+    a.add_argument("--short-fraction", type=float, default=0.5,
+                   help="share of --max-steps trained on short blocks before the rest on --seq-len blocks, as BERT "
+                        "trained on 128 tokens before 512; short blocks learn where the neighbours are much "
+                        "sooner (docs/pretraining.md). 0 = one phase (default: 0.5)")
     m = p.add_argument_group("model")
     m.add_argument("--preset", default="bert-tiny",
                    help="bert-tiny | bert-mini | bert-small | bert-medium | bert-base (default: bert-tiny: on a CPU "
@@ -109,9 +118,10 @@ def parse_args(argv=None):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     checks = {"lr": args.lr > 0, "weight_decay": args.weight_decay >= 0, "clip": args.clip >= 0,
-              "warmup": 0 <= args.warmup < 1, "dropout": 0 <= args.dropout < 1, "mask_prob": 0 < args.mask_prob <= 1}
+              "warmup": 0 <= args.warmup < 1, "dropout": 0 <= args.dropout < 1, "mask_prob": 0 < args.mask_prob <= 1,
+              "short_fraction": 0 <= args.short_fraction < 1}
     limits = {"lr": "a positive number", "weight_decay": "0 or more", "clip": "0 (off) or more",
-              "warmup": "in [0, 1)", "dropout": "in [0, 1)", "mask_prob": "in (0, 1]"}
+              "warmup": "in [0, 1)", "dropout": "in [0, 1)", "mask_prob": "in (0, 1]", "short_fraction": "in [0, 1)"}
     for name, ok in checks.items():
         if not (ok and math.isfinite(getattr(args, name))):
             p.error(f"--{name.replace('_', '-')} must be {limits[name]}, got {getattr(args, name)}")
@@ -119,6 +129,11 @@ def parse_args(argv=None):
         p.error("--resume continues the run in --out, --overwrite replaces it: pick one")
     if args.seq_len < 5:
         p.error(f"--seq-len must be at least 5 ([CLS] a [SEP] b [SEP]), got {args.seq_len}")
+    if args.short_seq_len is None:
+        args.short_seq_len = args.seq_len // 4
+    if args.short_fraction > 0 and not (5 <= args.short_seq_len < args.seq_len and args.seq_len % args.short_seq_len == 0):
+        p.error(f"--short-seq-len must be at least 5 and a divisor of --seq-len {args.seq_len} below it, "
+                f"got {args.short_seq_len} (or turn the short phase off: --short-fraction 0)")
     if not 0 <= args.seed < 2 ** 32:
         p.error(f"--seed must be in [0, 2^32), got {args.seed}")
     return args
@@ -170,10 +185,10 @@ def corpus_name(corpus: list[str]) -> tuple[str, list[str] | None]:
 # ---- training -------------------------------------------------------------------------------
 
 
-def global_batch(blocks: Blocks, step: int, size: int, seed: int) -> torch.Tensor:
-    """Indices of the blocks of optimizer step `step`: a seeded permutation per epoch."""
-    epoch, index = divmod(step, len(blocks) // size)
-    return epoch_order(len(blocks), seed, epoch)[index * size:(index + 1) * size]
+def global_batch(n_blocks: int, step: int, size: int, seed: int) -> torch.Tensor:
+    """(size,) indices of the blocks of optimizer step `step` among n_blocks: a seeded permutation per epoch."""
+    epoch, index = divmod(step, n_blocks // size)
+    return epoch_order(n_blocks, seed, epoch)[index * size:(index + 1) * size]
 
 
 @torch.no_grad()
@@ -229,9 +244,24 @@ def report(s: dict, metrics_path: str) -> None:
 
 
 # flags a resumed run must keep: they decide the data, the model or the batches
-FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "preset", "layers", "hidden", "heads", "intermediate",
-                   "seed", "mask_prob")
+FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "short_seq_len", "short_fraction", "preset", "layers", "hidden",
+                   "heads", "intermediate", "seed", "mask_prob")
 NOT_COMPARED = ("resume", "overwrite", "out", "data_root", "no_progress")
+# what a run saved before a flag existed did: one phase
+BEFORE_THE_FLAG = {"short_fraction": 0.0}
+
+
+def saved_flag(saved: dict, name: str):
+    """A flag's value in a checkpoint's saved arguments (BEFORE_THE_FLAG's, for a run older than the flag)."""
+    return saved.get(name, BEFORE_THE_FLAG.get(name))
+
+
+def fixed_flags_changed(saved: dict, args) -> list[str]:
+    """The flags of FIXED_ON_RESUME but --corpus that differ from a checkpoint's saved ones, as
+    "--name (then, now)"; --short-seq-len counts only where either run has a short phase."""
+    one_phase = saved_flag(saved, "short_fraction") == 0 == args.short_fraction
+    return [f"--{k.replace('_', '-')} ({saved_flag(saved, k)} then, {getattr(args, k)} now)" for k in FIXED_ON_RESUME
+            if k != "corpus" and not (k == "short_seq_len" and one_phase) and saved_flag(saved, k) != getattr(args, k)]
 
 
 def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, corpus: str, device,
@@ -261,8 +291,7 @@ def resumable_checkpoint(args, config: BertConfig, tokenizer, global_size: int, 
                 print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
             continue
         same_corpus = state["corpus_name"] == corpus if "corpus_name" in state else saved.get("corpus") == args.corpus
-        fixed = [f"--{k.replace('_', '-')} ({saved.get(k)} then, {getattr(args, k)} now)" for k in FIXED_ON_RESUME
-                 if k != "corpus" and saved.get(k) != getattr(args, k)]
+        fixed = fixed_flags_changed(saved, args)
         if not same_corpus:
             then = state.get("corpus_name", " ".join(saved.get("corpus") or ()))
             fixed.insert(0, f"--corpus (its text: {then} then, {corpus} now)" if saved.get("corpus") == args.corpus
@@ -343,6 +372,7 @@ class Run:
     vocab: MaskingVocab
     train_blocks: Blocks
     valid_blocks: Blocks
+    short_blocks: Blocks | None        # the training split in --short-seq-len blocks (None: one phase)
     inputs: tuple[str, ...]            # what --overwrite must never delete: the data cache, the corpus files
     lock: object | None = None         # the open lock file of --out (main process only), once claimed
     model: BertForMaskedLM | None = None
@@ -404,6 +434,7 @@ def checked_run(args, device: torch.device, rank: int, world: int) -> Run:
         tokenizer = corpus_tokenizer(folder, args.vocab_size)
         train_blocks = corpus_blocks(folder, tokenizer, "train", args.seq_len)
         valid_blocks = corpus_blocks(folder, tokenizer, "valid", args.seq_len)
+        short_blocks = corpus_blocks(folder, tokenizer, "train", args.short_seq_len) if args.short_fraction else None
     except (DataError, ValueError) as e:
         die(str(e))
     except OSError as e:  # a missing split file, or a full disk while caching
@@ -411,11 +442,12 @@ def checked_run(args, device: torch.device, rank: int, world: int) -> Run:
             "that folder to prepare it again")
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
     global_size = args.batch_size * args.grad_accum * world
-    if len(train_blocks) < global_size:
-        die(f"the training split has {len(train_blocks)} blocks of {args.seq_len} tokens, fewer than one global "
-            f"batch ({global_size}); give more text or lower --batch-size")
+    for blocks, size in ((train_blocks, global_size), (short_blocks, global_size * args.seq_len // args.short_seq_len)):
+        if blocks is not None and len(blocks) < size:
+            die(f"the training split has {len(blocks)} blocks of {blocks.input_ids.shape[1]} tokens, fewer than one "
+                f"global batch ({size}); give more text or lower --batch-size")
     return Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
-               train_blocks, valid_blocks, inputs)
+               train_blocks, valid_blocks, short_blocks, inputs)
 
 
 def build_or_resume(run: Run) -> None:
@@ -536,9 +568,10 @@ def train_step(run: Run, batch: Batch, slots: int, step: int, read_loss: bool) -
     is_target = batch.labels != IGNORE_INDEX              # (G, T): G = batch size x micro-batches x processes
     n_global = is_target.sum()
     loss_sum = torch.zeros((), dtype=torch.float64, device=run.device)
+    rows = batch.input_ids.shape[0] // (args.grad_accum * world)  # blocks per micro-batch and process
     for micro in range(args.grad_accum):
-        lo = (micro * world + run.rank) * args.batch_size
-        part = slice(lo, lo + args.batch_size)
+        lo = (micro * world + run.rank) * rows
+        part = slice(lo, lo + rows)
         n_micro = is_target[part].sum()
         sync = micro == args.grad_accum - 1 or not run.ddp
         with (contextlib.nullcontext() if sync else run.ddp_model.no_sync()), autocast(run.device, run.amp_dtype):
@@ -609,38 +642,73 @@ def evaluate_and_checkpoint(run: Run, valid: list[dict], done: int) -> dict | No
     return last
 
 
+@dataclass
+class Phase:
+    """Training blocks of one length, from optimizer step `first` (0-based) on: the text on the
+    device, where it is masked, and the counts for tokens/s on the CPU."""
+
+    first: int
+    global_size: int                   # blocks per global batch: the same number of tokens in each phase
+    slots: int                         # target slots per block (max_predictions)
+    ids: torch.Tensor                  # (S, T) on the device
+    attention_mask: torch.Tensor       # (S, T) on the device
+    token_type_ids: torch.Tensor       # (S, T) on the device
+    real_per_block: torch.Tensor       # (S,) on the CPU
+    full_block: torch.Tensor           # (S,) on the CPU: no padding in the block
+
+    @classmethod
+    def of(cls, blocks: Blocks, first: int, global_size: int, mask_prob: float, device) -> "Phase":
+        ids, attn, types = (t.to(device) for t in (blocks.input_ids, blocks.attention_mask, blocks.token_type_ids))
+        return cls(first, global_size, max_predictions(ids.shape[1], mask_prob), ids, attn, types,
+                   blocks.attention_mask.sum(dim=1), blocks.attention_mask.bool().all(dim=1))
+
+    def batch_rows(self, step: int, seed: int) -> torch.Tensor:
+        """(G,) indices of the blocks of optimizer step `step`: a seeded permutation per epoch of this phase."""
+        return global_batch(len(self.ids), step - self.first, self.global_size, seed)
+
+
+def short_steps(args) -> int:
+    """Optimizer steps of the short first phase: --short-fraction of --max-steps."""
+    return round(args.short_fraction * args.max_steps)
+
+
+def phases(run: Run) -> list[Phase]:
+    """The short phase (when there is one), then the --seq-len blocks until --max-steps."""
+    args, short = run.args, short_steps(run.args)
+    long = Phase.of(run.train_blocks, short, run.global_size, args.mask_prob, run.device)
+    if not short:
+        return [long]
+    size = run.global_size * (args.seq_len // args.short_seq_len)
+    return [Phase.of(run.short_blocks, 0, size, args.mask_prob, run.device), long]
+
+
 def train(run: Run, valid: list[dict]) -> dict:
-    """The loop: a seeded global batch, masked on the device, one train_step, the log, and
-    evaluate_and_checkpoint. Returns the last validation numbers and the token count and
-    times (validation and checkpoints are kept out of tokens/s)."""
+    """The loop: a seeded global batch of the step's phase, masked on the device, one train_step,
+    the log, and evaluate_and_checkpoint. Returns the last validation numbers and the token count
+    and times (validation and checkpoints are kept out of tokens/s)."""
     args, device = run.args, run.device
-    blocks = run.train_blocks
-    # the training text lives on the device and is masked there; counts for tokens/s stay on the CPU
-    ids_all, attn_all, types_all = (t.to(device) for t in (blocks.input_ids, blocks.attention_mask,
-                                                            blocks.token_type_ids))
-    real_per_block = blocks.attention_mask.sum(dim=1)                    # (S,) on the CPU
-    full_block = blocks.attention_mask.bool().all(dim=1)                 # (S,) no padding in the block
+    schedule = phases(run)
     vocab = run.vocab
     # the replacement pool is checked once here; every step then masks without reading a value
     pool = check_replacement_pool(vocab.ordinary_tensor, vocab.special_ids, vocab.mask_id).to(device)
-    slots = max_predictions(args.seq_len, args.mask_prob)
     # the loss is read from the device only where it is logged; a CPU reads it every step
     read_every = 1 if device.type == "cpu" else args.log_every
     t0, tokens_seen, outside_s, last, train_loss = time.time(), 0, 0.0, None, float("nan")
     run.model.train()
     for step in range(run.start, args.max_steps):
-        rows = global_batch(blocks, step, run.global_size, args.seed)     # (G,) on the CPU
+        phase = [p for p in schedule if p.first <= step][-1]
+        rows = phase.batch_rows(step, args.seed)                         # (G,) on the CPU
         on_device = rows.to(device)
-        ids, attn = ids_all[on_device], attn_all[on_device]              # (G, T) each
+        ids, attn = phase.ids[on_device], phase.attention_mask[on_device]  # (G, T) each
         x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, pool, run.masker,
                                    args.mask_prob, check=False)
-        batch = Batch(x, y, attn, types_all[on_device], bool(full_block[rows].all()))
+        batch = Batch(x, y, attn, phase.token_type_ids[on_device], bool(phase.full_block[rows].all()))
         lr = run.optimizer.param_groups[0]["lr"]
         done = step + 1
         log_now = done % args.log_every == 0 or done == args.max_steps
-        loss, grad_norm = train_step(run, batch, slots, done, read_loss=log_now or done % read_every == 0)
+        loss, grad_norm = train_step(run, batch, phase.slots, done, read_loss=log_now or done % read_every == 0)
         train_loss = loss if log_now or done % read_every == 0 else train_loss
-        tokens_seen += int(real_per_block[rows].sum())
+        tokens_seen += int(phase.real_per_block[rows].sum())
         if log_now:
             log(run, {"step": done, "train_loss": train_loss, "lr": lr, "grad_norm": float(grad_norm),
                       "tokens_per_s": tokens_seen / (time.time() - t0 - outside_s)})
@@ -707,7 +775,9 @@ def main(argv=None):
         print(f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
               f"{config.num_attention_heads} heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; "
               f"{len(run.train_blocks):,} training blocks of {args.seq_len} tokens; global batch {run.global_size}; "
-              f"device {run.device}" + (f" x{run.world}" if run.ddp else "")
+              + (f"steps 1-{short_steps(args):,} on {len(run.short_blocks):,} blocks of {args.short_seq_len} tokens, "
+                 f"{run.global_size * args.seq_len // args.short_seq_len} a batch; " if short_steps(args) else "")
+              + f"device {run.device}" + (f" x{run.world}" if run.ddp else "")
               + (f"; resumed at step {run.start} from {run.checkpoint}" if run.checkpoint else ""))
         if not args.no_progress and run.start < args.max_steps:
             from tqdm import tqdm

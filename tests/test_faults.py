@@ -195,11 +195,14 @@ def copy_run(pretrained, tmp_path):
 
 
 def test_resume_applies_flags_that_may_change_and_refuses_the_others(pretrained, tmp_path, corpus, capsys):
-    """--lr and --weight-decay change from step 4 on and are said; --seq-len, --hidden, the global
-    batch and a --max-steps below the saved step are refused in one line each."""
+    """--lr and --weight-decay change from step 4 on and are said; --seq-len, the short phase's
+    length and share, --hidden, the global batch and a --max-steps below the saved step are
+    refused in one line each."""
     out = copy_run(pretrained, tmp_path)
     cache = pretrained / "cache"
-    refusals = [(["--seq-len", "64"], r"--seq-len \(32 then, 64 now\) differ"),
+    refusals = [(["--seq-len", "64"], r"--seq-len \(32 then, 64 now\), --short-seq-len \(8 then, 16 now\) differ"),
+                (["--short-seq-len", "16"], r"--short-seq-len \(8 then, 16 now\) differ"),
+                (["--short-fraction", "0"], r"--short-fraction \(0.5 then, 0.0 now\) differ"),
                 (["--hidden", "64"], r"--hidden \(32 then, 64 now\) differ"),
                 (["--batch-size", "4"], r"the global batch \(8 then, 4 now\)"),
                 (["--max-steps", "3"], r"--max-steps 3 is below the step of the checkpoint .* \(4\)")]
@@ -217,6 +220,23 @@ def test_resume_applies_flags_that_may_change_and_refuses_the_others(pretrained,
     logged = [json.loads(line) for line in open(out / "metrics.jsonl")]
     assert [r["step"] for r in logged if "lr" in r] == [1, 2, 3, 4, 5, 6]
     assert next(r["lr"] for r in logged if r.get("step") == 5) > 0.01  # the new peak rate, not 1e-3
+
+
+def test_a_run_saved_before_the_short_phase_existed_resumes_as_one_phase(pretrained, tmp_path, corpus):
+    """A checkpoint whose saved flags have no --short-seq-len nor --short-fraction was trained in
+    one phase: --resume with --short-fraction 0 continues it (whatever --short-seq-len says), and
+    without it is refused, naming the flag as 0.0 then."""
+    out = copy_run(pretrained, tmp_path)
+    for step in ("step-000002", "step-000004"):
+        path = out / "checkpoints" / step / "training_state.pt"
+        state = torch.load(path, weights_only=True)
+        del state["args"]["short_seq_len"], state["args"]["short_fraction"]
+        torch.save(state, path)
+    with pytest.raises(SystemExit, match=r"--short-fraction \(0.0 then, 0.5 now\) differ"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6",
+                                 "--short-fraction", "0", "--short-seq-len", "16"))
+    assert (out / "checkpoints" / "step-000006").is_dir()
 
 
 @pytest.mark.parametrize("damage", ["training_state.pt", "model.safetensors", "tokenizer.json"])
