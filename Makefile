@@ -29,12 +29,13 @@ run: setup
 	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-en --out runs/cls-en --overwrite --no-progress
 
 # The GPU recipe (docs/pretraining.md): bert-small on the larger corpus, about 2 min on an H200,
-# perhaps 10-20 min on a laptop GPU (an estimate). It needs a torch that sees a GPU: build .venv with
+# perhaps 10-20 min on a laptop GPU (an estimate). --short-fraction 0: one phase, as it was measured
+# (the short first phase was tried on the CPU only). It needs a torch that sees a GPU: build .venv with
 # your platform's torch (make clean; make run-gpu TORCH=torch); it stops at once on a CPU-only torch.
 run-gpu: setup
 	@$(VENV)/bin/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() or torch.backends.mps.is_available() else 'run-gpu: this torch sees no GPU (torch ' + torch.__version__ + '); rebuild .venv with a GPU build: make clean; make run-gpu TORCH=torch')"
 	$(VENV)/bin/python train_mlm.py --corpus en-large --preset bert-small --batch-size 64 --max-steps 5000 \
-		--lr 7e-4 --dropout 0.1 --out runs/mlm-gpu --resume
+		--lr 7e-4 --dropout 0.1 --short-fraction 0 --out runs/mlm-gpu --resume
 	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-gpu --out runs/cls-gpu --lr 1e-4 --overwrite --no-progress
 
 test: setup

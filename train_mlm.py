@@ -6,7 +6,9 @@
     python train_mlm.py --resume                         # continue the run in --out
     torchrun --nproc_per_node=2 train_mlm.py ...         # DistributedDataParallel (gloo on CPU, NCCL on GPU)
 
-Every step draws a global batch of packed blocks, masks it with minibert's `mask_batch`
+Every step draws a global batch of packed blocks (for the first half of the steps, blocks a
+quarter as long and four times as many: short blocks teach a small model where its neighbours
+are much sooner, as BERT itself trained on 128 tokens before 512), masks it with minibert's `mask_batch`
 (30% of ordinary tokens by default, BERT's 80/10/10 split) from a seeded generator, and minimises the MLM loss
 averaged over all masked tokens of the global batch, whatever the number of processes and
 accumulation steps. Checkpoints are HF-layout folders (config.json, model.safetensors,
