@@ -55,18 +55,26 @@ def test_a_short_run_learns_and_its_checkpoint_loads_in_minibert_and_transformer
     assert (a - b).abs().max() < 1e-5
 
 
-def test_a_short_phase_trains_on_short_blocks_then_on_long_ones(tmp_path, corpus, monkeypatch):
-    """6 steps, --short-fraction 0.5, --short-seq-len 8 under --seq-len 32, batch 16: steps 1-3
-    train on 16 x 32 / 8 = 64 blocks of 8 tokens, steps 4-6 on 16 blocks of 32, so every step
+@pytest.mark.parametrize("accum", [1, 2])
+def test_a_short_phase_trains_on_short_blocks_then_on_long_ones(tmp_path, corpus, monkeypatch, accum):
+    """6 steps, --short-fraction 0.5, --short-seq-len 8 under --seq-len 32, 16 blocks a step: steps
+    1-3 train on 16 x 32 / 8 = 64 blocks of 8 tokens, steps 4-6 on 16 blocks of 32, so every step
     holds 512 positions. Target slots per block, T p + 5 sqrt(T p (1 - p)) at p = 0.3: for T = 8,
-    2.4 + 6.5 = 8.9, capped at the 8 positions; for T = 32, 9.6 + 13.0 = 22.6 -> 23. Validation
-    reads blocks of --seq-len: its batches are (16, 32)."""
-    seen, valid_shapes = [], []
-    step, evaluate = train_mlm.train_step, train_mlm.evaluate
+    2.4 + 6.5 = 8.9, capped at the 8 positions; for T = 32, 9.6 + 13.0 = 22.6 -> 23. The model
+    sees every block of the step once: one forward of (64, 8) then of (16, 32) per step, or, with
+    --batch-size 8 --grad-accum 2, two forwards of (32, 8) then of (8, 32). Validation reads
+    blocks of --seq-len: its batches are 32 wide."""
+    seen, forwards, valid_shapes = [], [], []
+    step, evaluate, forward = train_mlm.train_step, train_mlm.evaluate, BertForMaskedLM.forward
 
     def spy_step(run_, batch, slots, done, read_loss):
         seen.append((done, tuple(batch.input_ids.shape), slots))
         return step(run_, batch, slots, done, read_loss)
+
+    def spy_forward(self, input_ids, *args, **kwargs):
+        if self.training:
+            forwards.append(tuple(input_ids.shape))
+        return forward(self, input_ids, *args, **kwargs)
 
     def spy_evaluate(model, valid, *args):
         valid_shapes.extend(tuple(b["input_ids"].shape) for b in valid)
@@ -74,10 +82,12 @@ def test_a_short_phase_trains_on_short_blocks_then_on_long_ones(tmp_path, corpus
 
     monkeypatch.setattr(train_mlm, "train_step", spy_step)
     monkeypatch.setattr(train_mlm, "evaluate", spy_evaluate)
+    monkeypatch.setattr(BertForMaskedLM, "forward", spy_forward)
     run(tmp_path / "run", corpus, tmp_path / "cache", "--max-steps", "6", "--eval-every", "6",
-        "--short-seq-len", "8", "--short-fraction", "0.5")
+        "--short-seq-len", "8", "--short-fraction", "0.5", "--batch-size", str(16 // accum), "--grad-accum", str(accum))
     assert seen == [(1, (64, 8), 8), (2, (64, 8), 8), (3, (64, 8), 8),
                     (4, (16, 32), 23), (5, (16, 32), 23), (6, (16, 32), 23)]
+    assert forwards == [(64 // accum, 8)] * (3 * accum) + [(16 // accum, 32)] * (3 * accum)
     assert valid_shapes and all(shape[1] == 32 for shape in valid_shapes)
 
 
