@@ -131,11 +131,14 @@ def parse_args(argv=None):
         p.error("--resume continues the run in --out, --overwrite replaces it: pick one")
     if args.seq_len < 5:
         p.error(f"--seq-len must be at least 5 ([CLS] a [SEP] b [SEP]), got {args.seq_len}")
-    if args.short_seq_len is None:
+    defaulted = args.short_seq_len is None
+    if defaulted:
         args.short_seq_len = args.seq_len // 4
     if args.short_fraction > 0 and not (5 <= args.short_seq_len < args.seq_len and args.seq_len % args.short_seq_len == 0):
-        p.error(f"--short-seq-len must be at least 5 and a divisor of --seq-len {args.seq_len} below it, "
-                f"got {args.short_seq_len} (or turn the short phase off: --short-fraction 0)")
+        given = (f"and its default, a quarter of --seq-len ({args.short_seq_len}), is not: give one" if defaulted
+                 else f"got {args.short_seq_len}")
+        p.error(f"--short-seq-len must be at least 5 and a divisor of --seq-len {args.seq_len} below it, {given} "
+                "(or turn the short phase off: --short-fraction 0)")
     if not 0 <= args.seed < 2 ** 32:
         p.error(f"--seed must be in [0, 2^32), got {args.seed}")
     return args
@@ -260,8 +263,9 @@ def saved_flag(saved: dict, name: str):
 
 def fixed_flags_changed(saved: dict, args) -> list[str]:
     """The flags of FIXED_ON_RESUME but --corpus that differ from a checkpoint's saved ones, as
-    "--name (then, now)"; --short-seq-len counts only where either run has a short phase."""
-    one_phase = saved_flag(saved, "short_fraction") == 0 == args.short_fraction
+    "--name (then, now)"; --short-seq-len counts only where both runs have a short phase (where
+    one has none, --short-fraction differs)."""
+    one_phase = saved_flag(saved, "short_fraction") == 0 or args.short_fraction == 0
     return [f"--{k.replace('_', '-')} ({saved_flag(saved, k)} then, {getattr(args, k)} now)" for k in FIXED_ON_RESUME
             if k != "corpus" and not (k == "short_seq_len" and one_phase) and saved_flag(saved, k) != getattr(args, k)]
 
@@ -385,6 +389,7 @@ class Run:
     scaler: torch.amp.GradScaler | None = None
     masker: torch.Generator | None = None  # draws the masking, on the device the model trains on
     start: int = 0                     # the first step this process runs
+    short_steps: int = 0               # steps of the short first phase (a resume past it keeps it)
     checkpoint: str | None = None      # the last good checkpoint: resumed from, then each one written
     progress: object | None = None     # the tqdm bar of the main process
 
@@ -485,6 +490,7 @@ def build_or_resume(run: Run) -> None:
     run.scheduler = torch.optim.lr_scheduler.LambdaLR(
         run.optimizer, lambda step: lr_factor(step, args.max_steps, warmup_steps, args.schedule))
     run.masker = torch.Generator(device=device).manual_seed(args.seed)
+    run.short_steps = short_steps(args)
     if state is not None:
         restore_training_state(run, state, warmup_steps)
     elif run.rank:
@@ -502,7 +508,8 @@ def build_or_resume(run: Run) -> None:
 
 def restore_training_state(run: Run, state: dict, warmup_steps: int) -> None:
     """Optimizer, schedule and generators as the checkpoint left them; a changed --lr, --max-steps,
-    --warmup, --schedule or --weight-decay takes effect from the resumed step on."""
+    --warmup, --schedule or --weight-decay takes effect from the resumed step on (--max-steps moves
+    the end of the short phase only while the run is still in it)."""
     args = run.args
     run.optimizer.load_state_dict(state["optimizer"])
     for group in run.optimizer.param_groups:  # the kernel is this run's choice, not the checkpoint's
@@ -511,6 +518,11 @@ def restore_training_state(run: Run, state: dict, warmup_steps: int) -> None:
     run.masker.set_state(state["masker_rng"])
     run.start = state["step"]
     saved = state["args"]
+    # a run past its short phase never goes back to it; one inside it ends it at --short-fraction of
+    # the new --max-steps (a checkpoint older than the saved count: the phase its flags gave)
+    fraction = saved_flag(saved, "short_fraction")
+    ended = state.get("short_steps", round(fraction * saved["max_steps"])) if fraction else 0
+    run.short_steps = ended if run.start >= ended else max(run.start, run.short_steps)
     if any(saved.get(k) != getattr(args, k) for k in ("lr", "max_steps", "warmup", "schedule", "weight_decay")):
         run.scheduler.base_lrs = [args.lr] * len(run.optimizer.param_groups)
         for group in run.optimizer.param_groups:
@@ -613,7 +625,8 @@ def save(run: Run, step: int) -> None:
     state = {"step": step, "optimizer": run.optimizer.state_dict(), "scheduler": run.scheduler.state_dict(),
              "masker_rng": run.masker.get_state(), "torch_rng": torch.get_rng_state(),
              "cuda_rng": torch.cuda.get_rng_state(run.device) if run.device.type == "cuda" else None,
-             "args": dict(vars(run.args)), "global_batch": run.global_size, "corpus_name": run.corpus}
+             "args": dict(vars(run.args)), "global_batch": run.global_size, "corpus_name": run.corpus,
+             "short_steps": run.short_steps}
     def write():
         if run.main_process:
             if not weights_are_finite(run.model):
@@ -670,13 +683,14 @@ class Phase:
 
 
 def short_steps(args) -> int:
-    """Optimizer steps of the short first phase: --short-fraction of --max-steps."""
-    return round(args.short_fraction * args.max_steps)
+    """Optimizer steps of the short first phase: --short-fraction of --max-steps, rounded, and at
+    least one step fewer than --max-steps (the model is validated on --seq-len blocks)."""
+    return min(round(args.short_fraction * args.max_steps), args.max_steps - 1)
 
 
 def phases(run: Run) -> list[Phase]:
     """The short phase (when there is one), then the --seq-len blocks until --max-steps."""
-    args, short = run.args, short_steps(run.args)
+    args, short = run.args, run.short_steps
     long = Phase.of(run.train_blocks, short, run.global_size, args.mask_prob, run.device)
     if not short:
         return [long]
@@ -777,8 +791,8 @@ def main(argv=None):
         print(f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
               f"{config.num_attention_heads} heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; "
               f"{len(run.train_blocks):,} training blocks of {args.seq_len} tokens; global batch {run.global_size}; "
-              + (f"steps 1-{short_steps(args):,} on {len(run.short_blocks):,} blocks of {args.short_seq_len} tokens, "
-                 f"{run.global_size * args.seq_len // args.short_seq_len} a batch; " if short_steps(args) else "")
+              + (f"steps 1-{run.short_steps:,} on {len(run.short_blocks):,} blocks of {args.short_seq_len} tokens, "
+                 f"{run.global_size * args.seq_len // args.short_seq_len} a batch; " if run.short_steps else "")
               + f"device {run.device}" + (f" x{run.world}" if run.ddp else "")
               + (f"; resumed at step {run.start} from {run.checkpoint}" if run.checkpoint else ""))
         if not args.no_progress and run.start < args.max_steps:

@@ -225,18 +225,73 @@ def test_resume_applies_flags_that_may_change_and_refuses_the_others(pretrained,
 def test_a_run_saved_before_the_short_phase_existed_resumes_as_one_phase(pretrained, tmp_path, corpus):
     """A checkpoint whose saved flags have no --short-seq-len nor --short-fraction was trained in
     one phase: --resume with --short-fraction 0 continues it (whatever --short-seq-len says), and
-    without it is refused, naming the flag as 0.0 then."""
+    without it is refused, naming that flag alone (0.0 then: its --short-seq-len is not asked for)."""
     out = copy_run(pretrained, tmp_path)
     for step in ("step-000002", "step-000004"):
         path = out / "checkpoints" / step / "training_state.pt"
         state = torch.load(path, weights_only=True)
         del state["args"]["short_seq_len"], state["args"]["short_fraction"]
         torch.save(state, path)
-    with pytest.raises(SystemExit, match=r"--short-fraction \(0.0 then, 0.5 now\) differ"):
+    with pytest.raises(SystemExit, match=r"--resume: --short-fraction \(0.0 then, 0.5 now\) differ"):
         train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
     train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6",
                                  "--short-fraction", "0", "--short-seq-len", "16"))
     assert (out / "checkpoints" / "step-000006").is_dir()
+
+
+def batch_shapes(monkeypatch) -> list[tuple[int, int]]:
+    """The (G, T) shape of every global batch train_step is given from now on."""
+    shapes, step = [], train_mlm.train_step
+
+    def spy(run_, batch, *rest, **named):
+        shapes.append(tuple(batch.input_ids.shape))
+        return step(run_, batch, *rest, **named)
+
+    monkeypatch.setattr(train_mlm, "train_step", spy)
+    return shapes
+
+
+@pytest.mark.parametrize("resume_at", [2, 4])
+def test_a_longer_resume_past_the_short_phase_stays_on_long_blocks(pretrained, tmp_path, corpus, monkeypatch,
+                                                                   resume_at):
+    """The 4-step run trained steps 1-2 on 32 blocks of 8 (half of 4), then steps 3-4 on 8 of 32.
+    Resumed from step 2 or 4 with --max-steps 12, whose half is 6, every step from there reads 8
+    blocks of 32: a run that has reached --seq-len blocks never goes back to short ones."""
+    import shutil
+    out = copy_run(pretrained, tmp_path)
+    if resume_at == 2:
+        shutil.rmtree(out / "checkpoints" / "step-000004")
+    shapes = batch_shapes(monkeypatch)
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "12"))
+    assert shapes == [(8, 32)] * (12 - resume_at)
+
+
+def test_a_shorter_resume_inside_the_short_phase_ends_it_there(pretrained, tmp_path, corpus, monkeypatch, capsys):
+    """An 8-step run (short blocks for steps 1-4) resumed from its step-3 checkpoint with
+    --max-steps 4, whose half is 2: step 4 reads --seq-len blocks, and the short phase is said
+    and saved as steps 1-3, what the run did."""
+    import shutil
+    out = tmp_path / "run"
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "8", "--save-every", "3",
+                                 "--keep", "3"))
+    for step in ("step-000006", "step-000008"):
+        shutil.rmtree(out / "checkpoints" / step)
+    capsys.readouterr()
+    shapes = batch_shapes(monkeypatch)
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "4"))
+    assert shapes == [(8, 32)]
+    assert "steps 1-3 on " in capsys.readouterr().out
+    state = torch.load(out / "checkpoints" / "step-000004" / "training_state.pt", weights_only=True)
+    assert state["short_steps"] == 3
+
+
+def test_the_short_phase_leaves_at_least_one_long_step(pretrained, tmp_path, corpus, monkeypatch):
+    """--short-fraction 0.9 of 2 steps rounds to 2; the short phase is cut to 1, so step 2 trains on
+    the --seq-len blocks the validation reads: 32 blocks of 8, then 8 of 32."""
+    shapes = batch_shapes(monkeypatch)
+    train_mlm.main(pretrain_args(tmp_path / "run", corpus, pretrained / "cache", "--max-steps", "2",
+                                 "--short-fraction", "0.9"))
+    assert shapes == [(32, 8), (8, 32)]
 
 
 @pytest.mark.parametrize("damage", ["training_state.pt", "model.safetensors", "tokenizer.json"])

@@ -335,13 +335,15 @@ def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, 
     ("mlm", ["--short-seq-len", "12"], r"--short-seq-len must be at least 5 and a divisor of --seq-len 32 below it"),
     ("mlm", ["--short-seq-len", "32"], r"--short-seq-len must be .* got 32 \(or turn the short phase off"),
     ("mlm", ["--short-fraction", "1"], r"--short-fraction must be in \[0, 1\), got 1.0"),
+    ("mlm", ["--seq-len", "16"], r"--short-seq-len must be .* and its default, a quarter of --seq-len \(4\), is not: "
+                                 r"give one \(or turn"),
     ("mlm", ["--seed", "-1"], r"--seed must be in \[0, 2\^32\)"),
     ("mlm", ["--seed", str(2 ** 64)], r"--seed must be in"),
     ("finetune", ["--seed", str(2 ** 64)], r"--seed must be in"),
     ("finetune", ["--lora-rank", "4", "--lora-alpha", "nan"], r"--lora-alpha must be a positive number, got nan"),
     ("finetune", ["--lora-rank", "4", "--lora-alpha", "inf"], r"--lora-alpha must be a positive number, got inf"),
     ("finetune", ["--lora-rank", "4", "--lora-modules", "nothing.here"], r"--lora-modules nothing.here: no Linear"),
-], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "seed-negative", "seed-huge", "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing"])
+], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "short-default-4", "seed-negative", "seed-huge", "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing"])
 def test_bad_flags_are_one_line_before_anything_is_written(base, corpus, setup, tmp_path, capsys, script, extra,
                                                            pattern):
     """Nothing is made: not the run folder, not a data cache."""
