@@ -57,7 +57,7 @@ def parse_args(argv=None):
                    help="tokens per packed block, and the block length the validation is measured on (default: 128)")
     a.add_argument("--short-seq-len", type=int, default=None,
                    help="tokens per block in the short first phase; a divisor of --seq-len, its batches hold "
-                        "seq-len / short-seq-len times as many blocks, so a step reads as many tokens "
+                        "seq-len / short-seq-len times as many blocks, so a step holds as many positions "
                         "(default: a quarter of --seq-len, 32 for 128)")
     a.add_argument("--short-fraction", type=float, default=0.5,
                    help="share of --max-steps trained on short blocks before the rest on --seq-len blocks, as BERT "
@@ -335,6 +335,8 @@ def check_training_state(state: dict, model, device) -> None:
         raise ValueError(f"step {state['step']!r} is not a step number")
     if not isinstance(state["args"], dict):
         raise ValueError("args is not a record of the flags")
+    if "short_steps" in state and (type(state["short_steps"]) is not int or state["short_steps"] < 0):
+        raise ValueError(f"short_steps {state['short_steps']!r} is not a number of steps")
     params = list(model.parameters())
     optimizer = adamw(params, 1.0, 0.0, fused=False)
     optimizer.load_state_dict(state["optimizer"])

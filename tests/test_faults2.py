@@ -585,8 +585,10 @@ def weights_as_bin(ckpt):
     lambda c: edit_training_state(c, lambda s: s.update(masker_rng=torch.zeros(3, dtype=torch.uint8))),
     lambda c: edit_training_state(c, lambda s: s.update(step=2.0)),
     lambda c: edit_training_state(c, lambda s: s.update(scheduler=[])),
+    lambda c: edit_training_state(c, lambda s: s.update(short_steps="1")),
     weights_as_bin,
-], ids=["optimizer-empty", "optimizer-state-shape", "masker-rng-size", "step-float", "scheduler-list", "weights-bin"])
+], ids=["optimizer-empty", "optimizer-state-shape", "masker-rng-size", "step-float", "scheduler-list", "short-steps-str",
+        "weights-bin"])
 def test_resume_skips_a_checkpoint_whose_training_state_does_not_restore(base, corpus, tmp_path, capsys, damage):
     """A training state of wrong types, missing keys or a generator state of another size, or
     weights without the safetensors header that names their step: the newest checkpoint is
