@@ -45,7 +45,8 @@ from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
 
 
-def parse_args(argv=None):
+def parser() -> argparse.ArgumentParser:
+    """Every flag, in four groups: data, model, optimisation, run."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument_group("data")
     a.add_argument("--corpus", nargs="+", default=["en"], metavar="NAME|FILE",
@@ -115,6 +116,12 @@ def parse_args(argv=None):
     r.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps (default: 200)")
     r.add_argument("--keep", type=int, default=2, help="checkpoints kept (default: 2)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def parse_args(argv=None):
+    """The flags, checked: a value out of range is one line from argparse, before anything is read."""
+    p = parser()
     args = p.parse_args(argv)
     for name in ("max_steps", "batch_size", "grad_accum", "eval_every", "log_every", "save_every", "keep", "vocab_size"):
         if getattr(args, name) < 1:
