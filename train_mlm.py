@@ -458,7 +458,7 @@ def checked_run(args, device: torch.device, rank: int, world: int) -> Run:
             "that folder to prepare it again")
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
     global_size = args.batch_size * args.grad_accum * world
-    for blocks, size in ((train_blocks, global_size), (short_blocks, global_size * args.seq_len // args.short_seq_len)):
+    for blocks, size in ((train_blocks, global_size), (short_blocks, short_global_size(args, global_size))):
         if blocks is not None and len(blocks) < size:
             die(f"the training split has {len(blocks)} blocks of {blocks.input_ids.shape[1]} tokens, fewer than one "
                 f"global batch ({size}); give more text or lower --batch-size")
@@ -672,7 +672,7 @@ class Phase:
     device, where it is masked, and the counts for tokens/s on the CPU."""
 
     first: int
-    global_size: int                   # blocks per global batch: the same number of tokens in each phase
+    global_size: int                   # blocks per global batch: the same number of positions in each phase
     slots: int                         # target slots per block (max_predictions)
     ids: torch.Tensor                  # (S, T) on the device
     attention_mask: torch.Tensor       # (S, T) on the device
@@ -691,6 +691,11 @@ class Phase:
         return global_batch(len(self.ids), step - self.first, self.global_size, seed)
 
 
+def short_global_size(args, global_size: int) -> int:
+    """Blocks per global batch in the short phase: seq-len / short-seq-len times --seq-len's, the same positions."""
+    return global_size * (args.seq_len // args.short_seq_len)
+
+
 def short_steps(args) -> int:
     """Optimizer steps of the short first phase: --short-fraction of --max-steps, rounded, and at
     least one step fewer than --max-steps (the model is validated on --seq-len blocks)."""
@@ -698,12 +703,13 @@ def short_steps(args) -> int:
 
 
 def phases(run: Run) -> list[Phase]:
-    """The short phase (when there is one), then the --seq-len blocks until --max-steps."""
+    """The short phase (when this process still has steps of it to run), then the --seq-len blocks
+    until --max-steps."""
     args, short = run.args, run.short_steps
     long = Phase.of(run.train_blocks, short, run.global_size, args.mask_prob, run.device)
-    if not short:
+    if run.start >= short:
         return [long]
-    size = run.global_size * (args.seq_len // args.short_seq_len)
+    size = short_global_size(args, run.global_size)
     return [Phase.of(run.short_blocks, 0, size, args.mask_prob, run.device), long]
 
 
@@ -801,7 +807,7 @@ def main(argv=None):
               f"{config.num_attention_heads} heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; "
               f"{len(run.train_blocks):,} training blocks of {args.seq_len} tokens; global batch {run.global_size}; "
               + (f"steps 1-{run.short_steps:,} on {len(run.short_blocks):,} blocks of {args.short_seq_len} tokens, "
-                 f"{run.global_size * args.seq_len // args.short_seq_len} a batch; " if run.short_steps else "")
+                 f"{short_global_size(args, run.global_size)} a batch; " if run.short_steps else "")
               + f"device {run.device}" + (f" x{run.world}" if run.ddp else "")
               + (f"; resumed at step {run.start} from {run.checkpoint}" if run.checkpoint else ""))
         if not args.no_progress and run.start < args.max_steps:
