@@ -6,8 +6,8 @@
     python train_mlm.py --resume                         # continue the run in --out
     torchrun --nproc_per_node=2 train_mlm.py ...         # DistributedDataParallel (gloo on CPU, NCCL on GPU)
 
-Every step draws a global batch of packed blocks (for the first half of the steps, blocks a
-quarter as long and four times as many: short blocks teach a small model where its neighbours
+Every step draws a global batch of packed blocks (for the first half of the steps, blocks of 16
+tokens, eight times as many as of 128: short blocks teach a small model where its neighbours
 are much sooner, as BERT itself trained on 128 tokens before 512), masks it with minibert's `mask_batch`
 (30% of ordinary tokens by default, BERT's 80/10/10 split) from a seeded generator, and minimises the MLM loss
 averaged over all masked tokens of the global batch, whatever the number of processes and
@@ -43,6 +43,7 @@ from minibert.run.training import (adamw, autocast, autocast_dtype, epoch_order,
 from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
+SHORT_SEQ_LEN = 16  # the short phase's default block: a head's weight on each neighbour starts at 1/16
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--short-seq-len", type=int, default=None,
                    help="tokens per block in the short first phase; a divisor of --seq-len, its batches hold "
                         "seq-len / short-seq-len times as many blocks, so a step holds as many positions "
-                        "(default: a quarter of --seq-len, 32 for 128)")
+                        "(default: 16, or a quarter of --seq-len where that is shorter)")
     a.add_argument("--short-fraction", type=float, default=0.5,
                    help="share of --max-steps trained on short blocks before the rest on --seq-len blocks, as BERT "
                         "trained on 128 tokens before 512; short blocks learn where the neighbours are much "
@@ -81,8 +82,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--max-steps", type=int, default=5000, help="optimizer steps (default: 5000)")
     o.add_argument("--batch-size", type=int, default=16, help="blocks per process per micro-step (default: 16)")
     o.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (default: 1)")
-    o.add_argument("--lr", type=float, default=1e-3,
-                   help="peak learning rate (default: 1e-3); AdamW with BERT's betas (0.9, 0.98) and eps 1e-6")
+    o.add_argument("--lr", type=float, default=3e-3,
+                   help="peak learning rate (default: 3e-3, picked for bert-tiny with the short first phase: "
+                        "docs/pretraining.md); AdamW with BERT's betas (0.9, 0.98) and eps 1e-6")
     o.add_argument("--warmup", type=float, default=0.06, help="warm-up, fraction of --max-steps (default: 0.06)")
     o.add_argument("--schedule", choices=["linear", "cosine"], default="linear",
                    help="decay after warm-up, to 0 at --max-steps (default: linear)")
@@ -140,9 +142,10 @@ def parse_args(argv=None):
         p.error(f"--seq-len must be at least 5 ([CLS] a [SEP] b [SEP]), got {args.seq_len}")
     defaulted = args.short_seq_len is None
     if defaulted:
-        args.short_seq_len = args.seq_len // 4
+        args.short_seq_len = min(SHORT_SEQ_LEN, args.seq_len // 4)
     if args.short_fraction > 0 and not (5 <= args.short_seq_len < args.seq_len and args.seq_len % args.short_seq_len == 0):
-        given = (f"and its default, a quarter of --seq-len ({args.short_seq_len}), is not: give one" if defaulted
+        given = (f"and its default, {SHORT_SEQ_LEN} or a quarter of --seq-len where shorter ({args.short_seq_len}), "
+                 "is not: give one" if defaulted
                  else f"got {args.short_seq_len}")
         p.error(f"--short-seq-len must be at least 5 and a divisor of --seq-len {args.seq_len} below it, {given} "
                 "(or turn the short phase off: --short-fraction 0)")
