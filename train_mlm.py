@@ -1,6 +1,6 @@
 """Pretrain a small BERT with masked language modelling, on a laptop GPU or a CPU.
 
-    python train_mlm.py                                  # bert-tiny on the English corpus, ~10 min on 2 CPU cores
+    python train_mlm.py                                  # bert-tiny on the English corpus, ~8 min on 2 CPU cores
     python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
     python train_mlm.py --corpus my_text.txt             # your own text, one document per line
     python train_mlm.py --resume                         # continue the run in --out
@@ -79,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--sdpa", action=argparse.BooleanOptionalAction, default=True,
                    help="use F.scaled_dot_product_attention (same numbers as the written-out math; default: on)")
     o = p.add_argument_group("optimisation")
-    o.add_argument("--max-steps", type=int, default=5000, help="optimizer steps (default: 5000)")
+    o.add_argument("--max-steps", type=int, default=6000, help="optimizer steps (default: 6000)")
     o.add_argument("--batch-size", type=int, default=16, help="blocks per process per micro-step (default: 16)")
     o.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (default: 1)")
     o.add_argument("--lr", type=float, default=3e-3,
