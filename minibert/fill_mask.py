@@ -2,7 +2,7 @@
 
     from minibert import load_tokenizer
     from minibert.fill_mask import fill_mask, load_masked_lm
-    ckpt = "runs/mlm-en/checkpoints/step-005000"
+    ckpt = "runs/mlm-en/checkpoints/step-006000"
     model, tokenizer = load_masked_lm(ckpt), load_tokenizer(ckpt)
     fill_mask(model, tokenizer, ["the movie was [MASK] .", "the [MASK] sat on the [MASK] ."], k=3)
     # [[[g, g, g]],                text 1: one [MASK], its 3 guesses
