@@ -60,7 +60,8 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--short-seq-len", type=int, default=None,
                    help="tokens per block in the short first phase; a divisor of --seq-len, its batches hold "
                         "seq-len / short-seq-len times as many blocks, so a step holds as many positions "
-                        "(default: the largest divisor of --seq-len up to 16 tokens and a quarter of it: 16 for 128)")
+                        "(default: the largest divisor of --seq-len from 5 up to 16 tokens and a quarter of it, else a "
+                        "quarter: 16 for 128)")
     a.add_argument("--short-fraction", type=float, default=0.5,
                    help="share of --max-steps trained on short blocks before the rest on --seq-len blocks, as BERT "
                         "trained on 128 tokens before 512; short blocks learn where the neighbours are much "
@@ -144,8 +145,8 @@ def parse_args(argv=None):
     if defaulted:
         args.short_seq_len = default_short_seq_len(args.seq_len)
     if args.short_fraction > 0 and not (5 <= args.short_seq_len < args.seq_len and args.seq_len % args.short_seq_len == 0):
-        given = (f"and its default, the largest divisor of --seq-len up to {SHORT_SEQ_LEN} and a quarter of it "
-                 f"({args.short_seq_len}), is not: give one" if defaulted
+        given = (f"and its default, the largest divisor of --seq-len up to {SHORT_SEQ_LEN} and a quarter of it, or a "
+                 f"quarter ({args.short_seq_len}), is not: give one" if defaulted
                  else f"got {args.short_seq_len}")
         p.error(f"--short-seq-len must be at least 5 and a divisor of --seq-len {args.seq_len} below it, {given} "
                 "(or turn the short phase off: --short-fraction 0)")
@@ -695,10 +696,11 @@ class Phase:
 
 
 def default_short_seq_len(seq_len: int) -> int:
-    """--short-seq-len's default: the longest block that divides --seq-len and is at most 16 tokens
-    and a quarter of --seq-len (128 -> 16, 32 -> 8, 72 -> 12, 100 -> 10)."""
+    """--short-seq-len's default: the longest block of at least 5 tokens that divides --seq-len and
+    is at most 16 tokens and a quarter of --seq-len (128 -> 16, 32 -> 8, 72 -> 12, 100 -> 10); where
+    there is none, a quarter of --seq-len (68 -> 17), which parse_args then checks."""
     limit = min(SHORT_SEQ_LEN, seq_len // 4)
-    return max((d for d in range(1, limit + 1) if seq_len % d == 0), default=0)
+    return max((d for d in range(5, limit + 1) if seq_len % d == 0), default=seq_len // 4)
 
 
 def short_global_size(args, global_size: int) -> int:

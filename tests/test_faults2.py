@@ -336,7 +336,7 @@ def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, 
     ("mlm", ["--short-seq-len", "32"], r"--short-seq-len must be .* got 32 \(or turn the short phase off"),
     ("mlm", ["--short-fraction", "1"], r"--short-fraction must be in \[0, 1\), got 1.0"),
     ("mlm", ["--seq-len", "16"], r"--short-seq-len must be .* and its default, the largest divisor of --seq-len up "
-                                 r"to 16 and a quarter of it \(4\), is not: give one \(or turn"),
+                                 r"to 16 and a quarter of it, or a quarter \(4\), is not: give one \(or turn"),
     ("mlm", ["--seed", "-1"], r"--seed must be in \[0, 2\^32\)"),
     ("mlm", ["--seed", str(2 ** 64)], r"--seed must be in"),
     ("finetune", ["--seed", str(2 ** 64)], r"--seed must be in"),

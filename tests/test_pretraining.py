@@ -56,12 +56,13 @@ def test_a_short_run_learns_and_its_checkpoint_loads_in_minibert_and_transformer
 
 
 @pytest.mark.parametrize("seq_len,short", [(128, 16), (256, 16), (64, 16), (48, 12), (32, 8), (72, 12), (100, 10),
-                                           (120, 15), (20, 5)])
+                                           (120, 15), (20, 5), (68, 17)])
 def test_the_short_phase_defaults_to_16_tokens_or_a_quarter_of_the_block(seq_len, short):
     """The default short block is the largest divisor of --seq-len that is at most 16 tokens (each
     neighbour starts with 1/16 of a head's weight) and at most a quarter of --seq-len: 128 -> 16
     (8 x 16 blocks a batch), 256 -> 16, 64 -> 16, 48 -> 12 and 32 -> 8 (a quarter), 72 -> 12
-    (16 does not divide 72, 12 does: 6 blocks), 100 -> 10, 120 -> 15, 20 -> 5. Half of the 6,000
+    (16 does not divide 72, 12 does: 6 blocks), 100 -> 10, 120 -> 15, 20 -> 5; where no divisor from 5
+    to 16 is a quarter or less, a quarter, as before: 68 -> 17 (68 = 4 x 17). Half of the 6,000
     steps are short, at a peak rate of 3e-3 (the defaults picked in docs/pretraining.md)."""
     args = train_mlm.parse_args(["--seq-len", str(seq_len)])
     assert (args.short_seq_len, args.short_fraction, args.lr, args.max_steps) == (short, 0.5, 3e-3, 6000)
