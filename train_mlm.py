@@ -60,8 +60,8 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--short-seq-len", type=int, default=None,
                    help="tokens per block in the short first phase; a divisor of --seq-len, its batches hold "
                         "seq-len / short-seq-len times as many blocks, so a step holds as many positions "
-                        "(default: the largest divisor of --seq-len from 5 up to 16 tokens and a quarter of it, else a "
-                        "quarter: 16 for 128)")
+                        "(default: 16 for 128; in general the largest divisor of --seq-len from 5 to "
+                        "min(16, seq-len / 4), else seq-len / 4)")
     a.add_argument("--short-fraction", type=float, default=0.5,
                    help="share of --max-steps trained on short blocks before the rest on --seq-len blocks, as BERT "
                         "trained on 128 tokens before 512; short blocks learn where the neighbours are much "
