@@ -13,7 +13,8 @@ import transformers
 from data.prepare import fetch_minilm, prepare
 from minibert import IGNORE_INDEX, BertConfig, BertForMaskedLM, MaskingVocab, load_tokenizer, mask_batch
 from minibert.checkpoint import to_hf_name
-from minibert.text import corpus_lines, pack_blocks, tokenize_lines
+from minibert.run.corpus import corpus_lines
+from minibert.text import pack_blocks, tokenize_lines
 
 
 def padded_inputs(tok, n_rows: int, seq_len: int, seed: int = 0) -> torch.Tensor:

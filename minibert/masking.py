@@ -260,3 +260,18 @@ class MaskingVocab:
         for i in self.special_ids:
             mask |= input_ids == i
         return mask
+
+
+VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
+
+
+def fixed_masking(blocks, vocab: MaskingVocab, mask_prob: float) -> dict[str, torch.Tensor]:
+    """The validation masking: the whole split masked by ONE mask_batch call from a generator
+    seeded with VALID_MASK_SEED, so the targets are the same whatever the batch size, the seed
+    or the number of processes, and runs can be compared. `blocks` holds input_ids,
+    attention_mask and token_type_ids, (N, T) each (minibert.text.Blocks); so does the result,
+    with labels."""
+    ids, attn = blocks.input_ids, blocks.attention_mask
+    x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, vocab.ordinary_tensor,
+                               torch.Generator().manual_seed(VALID_MASK_SEED), mask_prob, special_ids=vocab.special_ids)
+    return {"input_ids": x, "labels": y, "attention_mask": attn, "token_type_ids": blocks.token_type_ids}

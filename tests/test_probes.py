@@ -11,11 +11,12 @@ import train_mlm
 from conftest import assert_close, perturb_, tiny_config
 from data.prepare import CACHE
 from experiments import probes as command
-from minibert import BertConfig, BertForMaskedLM, BertModel, MaskingVocab
+from minibert import BertConfig, BertForMaskedLM, BertModel, MaskingVocab, mask_batch
+from minibert.masking import VALID_MASK_SEED, fixed_masking
 from minibert.run.baselines import MAX_ITER
 from minibert.run.probes import (PROBE_MAX_ITER, SOURCES, AgreementItem, NGramCounts, agreement_input,
                                  agreement_margins, agreement_partners, bigram_probs, by_pair, continuation_ids,
-                                 count_ngrams, find_agreement_items, fixed_masking, linear_probe, mean_pool,
+                                 count_ngrams, find_agreement_items, linear_probe, mean_pool,
                                  more_frequent_form, ngram_scores, random_twin, sentence_features, summary_line,
                                  unigram_probs)
 from minibert.text import Blocks
@@ -58,18 +59,22 @@ def test_ngram_cross_entropies_by_hand():
     assert s["bigram"]["backoff"] == 0.75
 
 
-def test_the_validation_masking_is_train_mlms():
-    """fixed_masking gives exactly the targets and corrupted inputs of train_mlm.py's mask_valid
-    (one mask_batch call over the whole split, seed 1234), whatever batch size train_mlm.py cuts it into."""
+def test_the_validation_masking_is_one_seeded_draw_over_the_whole_split():
+    """fixed_masking is ONE mask_batch call over the whole split from a generator seeded with
+    VALID_MASK_SEED: the same call by hand gives the same tensors, and so does a second call
+    (nothing it draws depends on the global generator)."""
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 99, (10, 16), generator=g)
     ids[:, 0], ids[:, -1] = 2, 3
     blocks = Blocks(ids, torch.zeros_like(ids), torch.ones_like(ids))
     vocab = MaskingVocab(mask_id=4, special_ids=(0, 1, 2, 3, 4), ordinary_token_ids=tuple(range(5, 99)))
     ours = fixed_masking(blocks, vocab, 0.3)
-    theirs = train_mlm.mask_valid(blocks, vocab, 3, 0.3)
-    for key in ("input_ids", "labels"):
-        assert torch.equal(ours[key], torch.cat([b[key] for b in theirs])), key
+    x, y, _, _ = mask_batch(ids, blocks.attention_mask, vocab.special_mask(ids), 4, vocab.ordinary_tensor,
+                            torch.Generator().manual_seed(VALID_MASK_SEED), 0.3, special_ids=vocab.special_ids)
+    torch.manual_seed(99)
+    again = fixed_masking(blocks, vocab, 0.3)
+    for key, theirs in (("input_ids", x), ("labels", y)):
+        assert torch.equal(ours[key], theirs) and torch.equal(again[key], theirs), key
     assert (ours["labels"] != -100).sum() > 0
 
 
@@ -235,7 +240,7 @@ def tiny_run(tmp_path_factory):
     2-layer, 32-wide BERT on the `en` corpus's own 8,192-word tokenizer (random weights, perturbed
     by different seeds: no training needed to exercise the command)."""
     from data.prepare import prepare
-    from minibert.text import corpus_tokenizer
+    from minibert.run.corpus import corpus_tokenizer
     tokenizer = corpus_tokenizer(prepare("en", root=CACHE), 8192)
     run = tmp_path_factory.mktemp("probes") / "run"
     cfg = BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

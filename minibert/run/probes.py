@@ -7,7 +7,7 @@ C hidden size, V vocabulary, K labels.
 
 (a) Masked-token loss against n-gram models (`ngram_scores`, `masked_token_scores`). The
     validation split of the pretraining corpus is masked exactly as train_mlm.py masks it (ONE
-    mask_batch call over the whole split, its generator seeded with VALID_MASK_SEED), so the
+    mask_batch call over the whole split: minibert.masking.fixed_masking), so the
     model's loss here is the `valid_loss` train_mlm.py reports for the same --mask-prob and
     --seq-len. Beside it, on the same targets, two models counted on the TRAINING split's
     ordinary tokens (never [CLS], [SEP], [PAD], ...):
@@ -49,13 +49,13 @@ from tokenizers import Tokenizer
 from ..checkpoint import load_tokenizer
 from ..config import BertConfig
 from ..loss import IGNORE_INDEX
-from ..masking import MaskingVocab, mask_batch
+from ..masking import MaskingVocab, fixed_masking
 from ..model import BertForMaskedLM, BertModel
-from ..text import Blocks, corpus_blocks, corpus_lines, pad_batch, tokenize_lines
+from ..text import Blocks, pad_batch, tokenize_lines
+from .corpus import corpus_blocks, corpus_lines
 from .baselines import SoftmaxRegression, best, fits
 from .labelled import label_subsets, read_split, scores, split_files, truncate
 
-VALID_MASK_SEED = 1234  # train_mlm.py's: its validation split is masked once, with this seed
 AGREEMENT_PAIRS = (("is", "are"), ("was", "were"), ("has", "have"), ("does", "do"))  # (singular, plural)
 PROBE_L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)  # the linear probe's penalty, picked on validation
 PROBE_MAX_ITER = 1000  # L-BFGS iterations at most, so that the fit converges (bag-of-words' 100 cut it short)
@@ -91,15 +91,6 @@ def plain(tokenizer: Tokenizer) -> Tokenizer:
 
 
 # ---- (a) masked-token loss against n-gram models ------------------------------------------------
-
-
-def fixed_masking(blocks: Blocks, vocab: MaskingVocab, mask_prob: float) -> dict[str, torch.Tensor]:
-    """The validation masking of train_mlm.py: the whole split masked by one mask_batch call from
-    a generator seeded with VALID_MASK_SEED. input_ids, labels, attention_mask, token_type_ids: (N, T)."""
-    ids, attn = blocks.input_ids, blocks.attention_mask
-    x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, vocab.ordinary_tensor,
-                               torch.Generator().manual_seed(VALID_MASK_SEED), mask_prob, special_ids=vocab.special_ids)
-    return {"input_ids": x, "labels": y, "attention_mask": attn, "token_type_ids": blocks.token_type_ids}
 
 
 @dataclass

@@ -1,0 +1,68 @@
+"""The corpus cache: a prepared corpus is a folder with `pretrain/{train,valid}.txt` (one
+document per line, as data/prepare.py writes it). The WordPiece tokenizer of each vocabulary
+size and each split's token ids are cached inside that folder, so the second run of the same
+corpus starts at once; a cache file that does not read back whole is made again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+
+import torch
+from tokenizers import Tokenizer
+
+from ..files import write_file
+from ..text import Blocks, pack_blocks, tokenize_lines, train_wordpiece
+
+
+def corpus_lines(folder: str, split: str) -> list[str]:
+    """The lines of a prepared corpus's pretraining split ("train" or "valid")."""
+    with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def corpus_tokenizer(folder: str, vocab_size: int) -> Tokenizer:
+    """The WordPiece tokenizer of `vocab_size` words trained on the corpus's training split
+    (cached; a cache file that does not read back, cut short by a crash, is trained again)."""
+    path = os.path.join(folder, f"tokenizer-{vocab_size}.json")
+    if os.path.isfile(path):
+        try:
+            return Tokenizer.from_file(path)
+        except Exception:  # the tokenizers library raises a bare Exception for a damaged file
+            pass
+    tok = train_wordpiece(corpus_lines(folder, "train"), vocab_size)
+    write_file(path, tok.to_str(pretty=True).encode("utf-8"))
+    return Tokenizer.from_file(path)
+
+
+def corpus_blocks(folder: str, tokenizer: Tokenizer, split: str, seq_len: int) -> Blocks:
+    """A split tokenised once (cached beside the corpus, keyed by the tokenizer; a cache file
+    that does not read back whole is made again), then packed."""
+    key = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:12]
+    path = os.path.join(folder, "tokens", f"{split}-{key}.pt")
+    cached = _cached_tokens(path, tokenizer.get_vocab_size())
+    if cached is None:
+        ids, starts = tokenize_lines(tokenizer, corpus_lines(folder, split))
+        cached = {"ids": ids, "starts": starts}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        buffer = io.BytesIO()
+        torch.save(cached, buffer)
+        write_file(path, buffer.getvalue())
+    return pack_blocks(cached["ids"], cached["starts"], seq_len, tokenizer.token_to_id("[CLS]"),
+                       tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[PAD]"))
+
+
+def _cached_tokens(path: str, vocab_size: int) -> dict | None:
+    """{"ids": (N,), "starts": (S,)} from a token cache file, or None if it is missing or damaged
+    (cut short, or ids outside the vocabulary, or line starts outside the stream)."""
+    try:
+        cached = torch.load(path, weights_only=True)
+        ids, starts = cached["ids"], cached["starts"]
+        ok = ids.dim() == starts.dim() == 1 and not ids.is_floating_point() and not starts.is_floating_point()
+        ok = ok and (len(ids) == 0 or 0 <= int(ids.min()) <= int(ids.max()) < vocab_size)
+        ok = ok and (len(starts) == 0 or 0 <= int(starts.min()) <= int(starts.max()) < max(1, len(ids)))
+        return cached if ok and bool((starts[1:] >= starts[:-1]).all()) else None
+    except Exception:  # missing, cut short, or not the dict this function writes: tokenise again
+        return None
