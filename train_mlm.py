@@ -40,7 +40,8 @@ from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folde
                                   truncate_metrics, write_json)
 from minibert.run.training import (adamw, autocast, autocast_dtype, epoch_order, lr_factor, main_first, memory_of,
                                    parameter_count, pick_device, use_tf32, weights_are_finite)
-from minibert.text import Blocks, corpus_blocks, corpus_tokenizer
+from minibert.run.corpus import corpus_blocks, corpus_tokenizer
+from minibert.text import Blocks
 
 VALID_MASK_SEED = 1234  # the validation split is masked once, identically in every run
 SHORT_SEQ_LEN = 16  # the short phase's default block: a head's weight on each neighbour starts at 1/16
