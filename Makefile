@@ -19,13 +19,13 @@ setup: $(VENV)/.installed
 # Pretrain, draw the loss curves, show what the model guesses and one line of probes, each beside its
 # random init, then fine-tune that checkpoint on the movie-review sentiment split.
 # --resume: running it again continues (or, when finished, just reports) the same pretraining run;
-# --overwrite: the fine-tuning run is done afresh each time, at finetune.py's default rate 3e-4 (on make
-# run's two threads it scored validation 0.7051 for this checkpoint, 1e-3 0.6929: docs/pretraining.md).
+# --overwrite: the fine-tuning run is done afresh each time, with finetune.py's default recipe (picked on
+# validation for this checkpoint: docs/finetuning.md).
 run: setup
 	$(VENV)/bin/python train_mlm.py --out runs/mlm-en --resume
 	$(VENV)/bin/python plot_metrics.py runs/mlm-en/metrics.jsonl
 	$(VENV)/bin/python fill_mask.py --checkpoint runs/mlm-en --examples --beside-random-init --top-k 5
-	$(VENV)/bin/python -m experiments.probes --summary runs/mlm-en
+	$(VENV)/bin/python probe.py --summary runs/mlm-en
 	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-en --out runs/cls-en --overwrite --no-progress
 
 # The GPU recipe (docs/pretraining.md): bert-small on the larger corpus, about 2 min on an H200,
@@ -36,7 +36,7 @@ run-gpu: setup
 	@$(VENV)/bin/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() or torch.backends.mps.is_available() else 'run-gpu: this torch sees no GPU (torch ' + torch.__version__ + '); rebuild .venv with a GPU build: make clean; make run-gpu TORCH=torch')"
 	$(VENV)/bin/python train_mlm.py --corpus en-large --preset bert-small --batch-size 64 --max-steps 5000 \
 		--lr 7e-4 --dropout 0.1 --short-fraction 0 --out runs/mlm-gpu --resume
-	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-gpu --out runs/cls-gpu --lr 1e-4 --overwrite --no-progress
+	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-gpu --out runs/cls-gpu --head pooler --lr 1e-4 --overwrite --no-progress
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

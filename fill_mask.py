@@ -37,6 +37,7 @@ import torch
 from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.run import die
+from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.training import pick_device
 
@@ -84,11 +85,9 @@ def main(argv=None):
     p.add_argument("--examples", action="store_true", help="fill the fixed example sentences (with any texts given)")
     p.add_argument("--beside-random-init", action="store_true",
                    help="show the same model before training (its config, seed 0) under each mask's line")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
-                   help="auto picks cuda, then mps, then cpu (default: auto)")
+    add_device(p)
     args = p.parse_args(argv)
-    if args.top_k < 1:
-        p.error("--top-k must be at least 1")
+    check_ranges(p, args, {"top_k": AT_LEAST_1})
     device = pick_device(args.device)
     folder = checkpoint_folder(args.checkpoint)
     try:

@@ -10,9 +10,11 @@ pytorch_model.bin, tokenizer.json). --data en (movie-review sentiment, the defau
 (Chinese reviews), or a folder with train / valid / test files in .tsv, .csv or .jsonl
 (columns text and label). The model trains on the training split; the validation split
 picks the best epoch and stops training early (S19); the test split is read and scored once,
-at the end, with the best checkpoint. --head pooler (default) is HF's
-BertForSequenceClassification and saves a checkpoint `transformers` loads; --head cls is the
-exercise's [CLS] + Linear head (S6), saved in minibert's layout.
+at the end, with the best checkpoint. --head cls (default) is the exercise's [CLS] + Linear
+head (S6), saved in minibert's layout; --head pooler is HF's BertForSequenceClassification and
+saves a checkpoint `transformers` loads. The default recipe (minibert.run.finetuning.Recipe:
+head, rate, epochs, patience) was picked on validation for `make run`'s checkpoint, and the
+pretraining study fine-tunes with the same loop and recipe (experiments/compare.py).
 `python finetune.py train --help` lists every flag.
 """
 
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -40,10 +41,13 @@ from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
                                          recover_best, set_trainable)
 from minibert.run.folders import check_run_folder, claim_run_folder, resolve_checkpoint, run_kind, write_json
-from minibert.run.labelled import InputError, batches, encode, read_split, scores, split_files, token_ids
-from minibert.run.training import epoch_order, finetuning_optimizer, pick_device, update, use_tf32
+from minibert.run.finetuning import BestEpoch, Epoch, Recipe, fine_tune
+from minibert.run.flags import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, SEED, add_device, check_ranges
+from minibert.run.labelled import InputError, batch_of, batches, encode, read_split, scores, split_files, token_ids
+from minibert.run.training import pick_device, use_tf32
 
-DEFAULT_LR = {"full": 3e-4, "frozen": 1e-3, "lora": 1e-3}
+RECIPE = Recipe()  # make run's recipe, picked on validation (minibert.run.finetuning.Recipe)
+DEFAULT_LR = {"full": RECIPE.lr, "frozen": 1e-3, "lora": 1e-3}
 
 
 def checked_max_length(max_length: int | None, config) -> int:
@@ -125,58 +129,44 @@ class Plan:
 
 
 def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device) -> int:
-    """Epochs of AdamW updates (fine-tuning's schedule); after each, validation, one line in
-    metrics.jsonl, and best/ exported when the accuracy improved; stop early after --patience
-    epochs without. Returns the best epoch."""
-    train, n_labels, n_trainable = data.encoded["train"], len(data.labels), plan.trainable_params
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    steps_per_epoch = math.ceil(len(train["labels"]) / args.batch_size)
-    total_steps = min(args.max_steps or math.inf, steps_per_epoch * args.epochs)
-    optimizer, scheduler = finetuning_optimizer(model.parameters(), plan.lr, total_steps, args.weight_decay,
-                                                args.fused_adamw)
-    print(f"{plan.describe(args)}; {len(train['labels']):,} training / {len(data.encoded['valid']['labels']):,} "
+    """The fine-tuning loop (minibert.run.finetuning, the studies' too); after each epoch,
+    validation, one line in metrics.jsonl, and best/ exported when the accuracy improved; stop
+    early after --patience epochs without. Returns the best epoch."""
+    train, valid, n_labels = data.encoded["train"], data.encoded["valid"], len(data.labels)
+    recipe = Recipe(args.head, plan.lr, args.epochs, args.patience, args.batch_size, args.max_steps,
+                    args.weight_decay, args.fused_adamw, args.seed)
+    print(f"{plan.describe(args)}; {len(train['labels']):,} training / {len(valid['labels']):,} "
           f"validation examples, {n_labels} labels; lr {plan.lr}")
-    from tqdm import tqdm
-    best, best_epoch, step, stale, t0 = -1.0, 0, 0, 0, time.time()
-    for epoch in range(1, args.epochs + 1):
-        model.train()
-        order = epoch_order(len(train["labels"]), args.seed, epoch)
-        total_loss, seen = 0.0, 0
-        bar = tqdm(batches(train, args.batch_size, pad_id, order), total=min(steps_per_epoch, total_steps - step),
-                   desc=f"epoch {epoch}", disable=args.no_progress, dynamic_ncols=True)
-        for batch, y in bar:
-            if step >= total_steps:
-                break
-            loss = F.cross_entropy(logits_of(model, {k: v.to(device) for k, v in batch.items()}), y.to(device))
-            if not torch.isfinite(loss):
-                die(f"the loss became {loss.item()} at step {step + 1}; try a lower --lr")
-            update(loss, trainable, optimizer, scheduler)
-            step += 1
-            total_loss, seen = total_loss + loss.item() * len(y), seen + len(y)
-            bar.set_postfix(loss=f"{total_loss / seen:.4f}")
-        bar.close()
-        v = evaluate(model, data.encoded["valid"], args.batch_size * 2, pad_id, device, n_labels)
-        record = {"epoch": epoch, "step": step, "train_loss": total_loss / max(1, seen), "valid_loss": v["loss"],
-                  "valid_acc": v["acc"], "valid_macro_f1": v["macro_f1"], "lr": scheduler.get_last_lr()[0],
-                  "trainable_params": n_trainable, "total_params": plan.total_params, "elapsed_s": time.time() - t0}
+    best, t0 = BestEpoch(args.patience), time.time()
+
+    def on_epoch_end(e: Epoch) -> bool:
+        v = evaluate(model, valid, args.batch_size * 2, pad_id, device, n_labels)
+        record = {"epoch": e.epoch, "step": e.step, "train_loss": e.train_loss, "valid_loss": v["loss"],
+                  "valid_acc": v["acc"], "valid_macro_f1": v["macro_f1"], "lr": e.lr,
+                  "trainable_params": plan.trainable_params, "total_params": plan.total_params,
+                  "elapsed_s": time.time() - t0}
         append_metrics(os.path.join(args.out, "metrics.jsonl"), record)
-        print(f"epoch {epoch}: train loss {record['train_loss']:.4f}, validation loss {v['loss']:.4f}, accuracy "
-              f"{v['acc']:.4f}, macro-F1 {v['macro_f1']:.4f}, lr {record['lr']:.2e}, trainable {n_trainable:,}")
-        if v["acc"] > best:
-            best, best_epoch, stale = v["acc"], epoch, 0
-            best_path = os.path.join(args.out, "best")
-            try:
-                export(model, best_path, tokenizer)
-            except OSError as e:
-                die(f"cannot write {best_path} ({e.strerror}); free some space or choose another --out")
-        else:
-            stale += 1
-            if stale >= args.patience and epoch < args.epochs:
-                print(f"early stop: no better validation accuracy for {args.patience} epoch(s)")
-                break
-        if step >= total_steps:
-            break
-    return best_epoch
+        print(f"epoch {e.epoch}: train loss {e.train_loss:.4f}, validation loss {v['loss']:.4f}, accuracy "
+              f"{v['acc']:.4f}, macro-F1 {v['macro_f1']:.4f}, lr {e.lr:.2e}, trainable {plan.trainable_params:,}")
+        if best.improved(e.epoch, v["acc"]):
+            export_best(model, os.path.join(args.out, "best"), tokenizer)
+        elif best.stop and e.epoch < args.epochs:
+            print(f"early stop: no better validation accuracy for {args.patience} epoch(s)")
+            return True
+        return False
+
+    def logits(rows: torch.Tensor) -> torch.Tensor:
+        return logits_of(model, {k: v.to(device) for k, v in batch_of(train, rows, pad_id).items()})  # (B, K)
+
+    fine_tune(model, logits, train["labels"], recipe, on_epoch_end, progress=not args.no_progress)
+    return best.epoch
+
+
+def export_best(model, path: str, tokenizer) -> None:
+    try:
+        export(model, path, tokenizer)
+    except OSError as e:
+        die(f"cannot write {path} ({e.strerror}); free some space or choose another --out")
 
 
 def append_metrics(path: str, record: dict) -> None:
@@ -341,8 +331,9 @@ def parse_args(argv=None):
                    help="a minibert or HuggingFace BERT checkpoint folder, or a train_mlm.py run folder (its newest checkpoint)")
     t.add_argument("--data", default="en", help="en (default), zh, or a folder with train/valid/test files")
     t.add_argument("--out", default="runs/cls-en", help="output folder (default: runs/cls-en)")
-    t.add_argument("--head", choices=["pooler", "cls"], default="pooler",
-                   help="pooler: HF's BertForSequenceClassification (default); cls: the exercise's [CLS] + Linear")
+    t.add_argument("--head", choices=sorted(HEADS), default=RECIPE.head,
+                   help="cls: the exercise's [CLS] + Linear; pooler: HF's BertForSequenceClassification "
+                        f"(default: {RECIPE.head})")
     t.add_argument("--freeze-encoder", action="store_true", help="train the classification head only (S17)")
     t.add_argument("--lora-rank", type=int, default=0, help="LoRA adapters of this rank (0 = off)")
     t.add_argument("--lora-alpha", type=float, default=None,
@@ -350,26 +341,25 @@ def parse_args(argv=None):
     t.add_argument("--lora-modules", default=",".join(DEFAULT_TARGETS),
                    help="comma-separated name endings of the Linear layers that get adapters "
                         f"(default: {','.join(DEFAULT_TARGETS)})")
-    t.add_argument("--epochs", type=int, default=3, help="epochs at most (default: 3)")
+    t.add_argument("--epochs", type=int, default=RECIPE.epochs, help=f"epochs at most (default: {RECIPE.epochs})")
     t.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0 = no limit)")
-    t.add_argument("--patience", type=int, default=1, help="epochs without a better validation accuracy "
-                                                           "before stopping (default: 1)")
-    t.add_argument("--batch-size", type=int, default=32, help="examples per step (default: 32)")
+    t.add_argument("--patience", type=int, default=RECIPE.patience, help="epochs without a better validation "
+                                                                         f"accuracy before stopping (default: {RECIPE.patience})")
+    t.add_argument("--batch-size", type=int, default=RECIPE.batch_size,
+                   help=f"examples per step (default: {RECIPE.batch_size})")
     t.add_argument("--lr", type=float, default=None,
                    help=f"peak learning rate (default: {DEFAULT_LR['full']} full, {DEFAULT_LR['frozen']} frozen, "
                         f"{DEFAULT_LR['lora']} LoRA); linear warm-up over 10%% of the steps, then linear decay; "
                         "AdamW betas (0.9, 0.999), eps 1e-8")
-    t.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay on matrices (default: 0.01)")
+    t.add_argument("--weight-decay", type=float, default=RECIPE.weight_decay,
+                   help=f"AdamW weight decay on matrices (default: {RECIPE.weight_decay})")
     t.add_argument("--fused-adamw", action=argparse.BooleanOptionalAction, default=True,
                    help="PyTorch's fused AdamW kernel; --no-fused-adamw: the foreach one (default: fused)")
     t.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (default: 0.1)")
     t.add_argument("--max-length", type=int, default=None,
                    help="truncate texts to this many tokens (default: 128, or the model's maximum if smaller)")
     t.add_argument("--seed", type=int, default=0, help="seed of the head's init, data order and dropout (default: 0)")
-    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
-                   help="auto picks cuda, then mps, then cpu (default: auto)")
-    t.add_argument("--tf32", action=argparse.BooleanOptionalAction, default=True,
-                   help="on a CUDA GPU, fp32 matrix products in TF32 (default: on; no effect elsewhere)")
+    add_device(t, tf32=True)
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--overwrite", action="store_true",
                    help="replace the fine-tuning run --out holds: all of it is removed first (never a run of another kind, a folder of other files, nor one holding this run's inputs)")
@@ -382,22 +372,9 @@ def parse_args(argv=None):
     if args.command == "train":
         if args.lora_rank and args.freeze_encoder:
             p.error("--lora-rank and --freeze-encoder are two different methods; pick one")
-        for name in ("epochs", "batch_size", "patience"):
-            if getattr(args, name) < 1:
-                p.error(f"--{name.replace('_', '-')} must be at least 1")
-        if args.max_steps < 0:
-            p.error("--max-steps must be 0 (no limit) or more")
-        if args.lora_rank < 0:
-            p.error("--lora-rank must be 0 (off) or more")
-        if not 0 <= args.seed < 2 ** 32:
-            p.error(f"--seed must be in [0, 2^32), got {args.seed}")
-        for name, ok, limit in (("lr", args.lr is None or args.lr > 0, "a positive number"),
-                                ("weight_decay", args.weight_decay >= 0, "0 or more"),
-                                ("dropout", 0 <= args.dropout < 1, "in [0, 1)"),
-                                ("lora_alpha", args.lora_alpha is None or args.lora_alpha > 0, "a positive number")):
-            value = getattr(args, name)
-            if not ok or (value is not None and not math.isfinite(value)):
-                p.error(f"--{name.replace('_', '-')} must be {limit}, got {value}")
+        check_ranges(p, args, {"epochs": AT_LEAST_1, "batch_size": AT_LEAST_1, "patience": AT_LEAST_1,
+                               "max_steps": AT_LEAST_0, "lora_rank": AT_LEAST_0, "seed": SEED, "lr": POSITIVE,
+                               "weight_decay": AT_LEAST_0, "dropout": FRACTION, "lora_alpha": POSITIVE})
     if args.max_length is not None and args.max_length < 3:
         p.error("--max-length must be at least 3 ([CLS], one token, [SEP])")
     return args

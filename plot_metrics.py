@@ -4,12 +4,12 @@
 """
 
 import argparse
-import io
 import os
 
 from minibert.files import write_file
 from minibert.run import die
 from minibert.run.folders import metric_records
+from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
 
 
 def read_losses(metrics_path: str) -> tuple[list, list]:
@@ -42,12 +42,10 @@ FORMATS = ("png", "pdf", "svg")  # what --out's extension may ask for (none: PNG
 
 def plot_metrics(metrics_path: str, out_path: str) -> str:
     """Draw the losses into `out_path`, rendered in memory, then written through files.write_file
-    (never through a link)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    (never through a link). One line, and nothing written, without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        die(f"cannot plot {metrics_path}: {NO_MATPLOTLIB}")
     train, valid = read_losses(metrics_path)
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     if train:
@@ -60,10 +58,7 @@ def plot_metrics(metrics_path: str, out_path: str) -> str:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=os.path.splitext(out_path)[1][1:].lower() or "png")
-    plt.close(fig)
-    write_file(out_path, buffer.getvalue())
+    write_file(out_path, figure_bytes(fig, os.path.splitext(out_path)[1][1:].lower() or "png"))
     return out_path
 
 

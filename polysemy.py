@@ -21,9 +21,11 @@ import torch.nn.functional as F
 
 from data.prepare import DataError, fetch_minilm
 from minibert import BertModel, CheckpointError, load_tokenizer
+from minibert.files import write_file
 from minibert.run import die
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint
+from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
 
 
 def pad(text: str, width: int) -> str:
@@ -33,11 +35,10 @@ def pad(text: str, width: int) -> str:
 
 
 def heat_map(model, tokenizer, sentences: dict, png: str, title: str) -> str | None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    """The cosine similarities of the target word's vectors across `sentences`, drawn into `png`
+    through files.write_file; None (nothing drawn) without matplotlib."""
+    plt = pyplot()
+    if plt is None:
         return None
     keys = list(sentences)
     vecs = torch.stack([word_vector(model, tokenizer, *sentences[k]) for k in keys])
@@ -52,8 +53,7 @@ def heat_map(model, tokenizer, sentences: dict, png: str, title: str) -> str | N
     ax.set_title(title)
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.tight_layout()
-    fig.savefig(png)
-    plt.close(fig)
+    write_file(png, figure_bytes(fig))
     return png
 
 
@@ -100,7 +100,7 @@ def main(argv=None):
               f"{r['contextual']:10.3f} {r['static']:7.3f}")
     png = heat_map(minilm, minilm_tok, ENGLISH, os.path.join(args.out, "heatmap-minilm-en.png"),
                    "MiniLM: cosine similarity of the target word's contextual vectors")
-    print(f"\nheat map: {png}" if png else "\nheat map: pip install matplotlib to draw it")
+    print(f"\nheat map: {png}" if png else f"\nno heat map: {NO_MATPLOTLIB}")
     return rows
 
 

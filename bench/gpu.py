@@ -43,9 +43,11 @@ import transformers
 
 from bench.common import hf_twin, useful_flops
 from minibert import BertConfig, BertForMaskedLM, mask_batch
+from minibert.files import parse_json
 from minibert.masking import max_predictions, target_slots
 from minibert.run import die
-from minibert.run.training import use_tf32
+from minibert.run.flags import AT_LEAST_0, AT_LEAST_1, POSITIVE, add_device, check_ranges
+from minibert.run.training import pick_device, use_tf32
 
 CLS, SEP, MASK = 101, 102, 103  # the uncased BERT vocabulary's ids
 CONFIGS = {"bert-base-128": ("bert-base", 128, 128), "bert-base-256": ("bert-base", 256, 128),
@@ -151,8 +153,8 @@ def train_mlm_tokens_per_s(preset: str, batch_size: int, steps: int) -> float | 
         if done.returncode != 0:
             print(f"  train_mlm.py failed: {done.stderr.strip().splitlines()[-1:]}")
             return None
-        with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
-            return json.load(f)["tokens_per_s"]
+        with open(os.path.join(out, "summary.json"), "rb") as f:
+            return parse_json(f.read())["tokens_per_s"]
 
 
 def main(argv=None):
@@ -163,14 +165,17 @@ def main(argv=None):
     p.add_argument("--train-mlm-steps", type=int, default=300, help="steps of each train_mlm.py run (default: 300)")
     p.add_argument("--no-train-mlm", action="store_true", help="skip the train_mlm.py runs")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="datasheet dense bf16 peak (default: 989)")
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    add_device(p, default="cuda")
     p.add_argument("--smoke", action="store_true",
                    help="a 2-layer, 64-wide model, 4 x 32, 2 steps, compiled with aot_eager: checks the code, "
                         "measures nothing")
     args = p.parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        die("python -m bench.gpu needs a CUDA GPU; on a CPU run python -m bench.pretrain_step")
+    check_ranges(p, args, {"steps": AT_LEAST_1, "warmup": AT_LEAST_0, "train_mlm_steps": AT_LEAST_1,
+                           "peak_tflops": POSITIVE})
+    if args.device == "mps" or (args.device != "cpu" and not torch.cuda.is_available()):
+        die("python -m bench.gpu times a CUDA GPU (--device cpu --smoke only checks its code); "
+            "on a CPU run python -m bench.pretrain_step")
+    device = pick_device(args.device)
     use_tf32(device, True)
     if args.smoke:
         configs = {"smoke": ("bert-tiny", 4, 32)}
@@ -210,7 +215,7 @@ def main(argv=None):
                   f"({own / rows['minibert compiled']['tokens_per_s']:.0%} of the bench's compiled step)")
         report[key] = {"preset": preset, "batch_size": batch_size, "seq_len": seq_len, "useful_flops_per_step": flops,
                        "rows": rows, "ratio_compiled_vs_best_transformers": ratio, "train_mlm_tokens_per_s": own}
-    print(json.dumps({"bench": "gpu", "device": args.device, "smoke": args.smoke, "bf16_matmul_flops_per_s": measured,
+    print(json.dumps({"bench": "gpu", "device": device.type, "smoke": args.smoke, "bf16_matmul_flops_per_s": measured,
                       "configs": report, "torch": torch.__version__, "transformers": transformers.__version__}))
     return report
 

@@ -29,10 +29,13 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
+
+from minibert.files import parse_json, write_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
@@ -270,12 +273,11 @@ def split_pretrain(lines: list[str], salt: str) -> dict[str, list[str]]:
 
 
 def _write_lines(path: str, lines: list[str]) -> str:
+    """Write one line per entry through files.write_file (never half-written, never through a
+    link); returns the file's sha256 for the manifest."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = "".join(line + "\n" for line in lines).encode("utf-8")
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    write_file(path, data)
     return hashlib.sha256(data).hexdigest()
 
 
@@ -294,9 +296,8 @@ def write_corpus(out_dir: str, pretrain: dict[str, list[str]], labelled: dict | 
             path = os.path.join("labelled", f"{split}.tsv")
             lines = [f"{t}\t{y}" for t, y in rows]
             manifest["files"][path] = {"lines": len(lines), "sha256": _write_lines(os.path.join(out_dir, path), lines)}
-    with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
-        f.write("\n")
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    write_file(os.path.join(out_dir, "manifest.json"), text.encode("utf-8"))  # written last: the corpus is whole
     return manifest
 
 
@@ -364,11 +365,11 @@ def fetch_minilm(root: str = CACHE) -> str:
     out_dir = os.path.join(root, "minilm")
     if not os.path.isfile(os.path.join(out_dir, "config.json")):
         files = _fetch(MINILM)
-        tmp = out_dir + ".tmp"
-        os.makedirs(tmp, exist_ok=True)
+        tmp = f"{out_dir}.tmp{os.getpid()}"  # this process's own: never another's half-written folder
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
         for member, data in files.items():
-            with open(os.path.join(tmp, os.path.basename(member)), "wb") as f:
-                f.write(data)
+            write_file(os.path.join(tmp, os.path.basename(member)), data)
         os.replace(tmp, out_dir)
     return out_dir
 
@@ -419,8 +420,8 @@ def main(argv=None):
         out = prepare(corpus, args.text, args.root, args.force)
     except DataError as e:
         sys.exit(f"error: {e}")
-    with open(os.path.join(out, "manifest.json"), encoding="utf-8") as f:
-        files = json.load(f)["files"]
+    with open(os.path.join(out, "manifest.json"), "rb") as f:
+        files = parse_json(f.read())["files"]
     print(f"prepared {out}: " + ", ".join(f"{k} {v['lines']:,} lines" for k, v in sorted(files.items())))
     if args.minilm:
         try:

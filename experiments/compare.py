@@ -26,8 +26,11 @@ study and is what the tests run.
 The pretraining study fine-tunes every encoder, and its random-init twin (`random:FOLDER`: the
 config and tokenizer, never the weights), at 250, 1,000, 4,000 and all 8,472 labelled
 sentences (nested seeded subsets), beside bag-of-words and the majority class; each neural row
-picks its rate from PRETRAINING_LR_GRID on validation. It writes report.md (accuracy, macro-F1,
-the chosen rates, pretrained minus random init) and accuracy_vs_labels.png. `--device cuda`
+fine-tunes with finetune.py's loop and recipe (minibert.run.finetuning: head, epochs, patience,
+batch) and picks its rate from PRETRAINING_LR_GRID (or --lr-grid) on validation: at all labels,
+seed 0's run at finetune.py's rate is `finetune.py --checkpoint FOLDER` itself. It writes
+report.md (accuracy, macro-F1, the chosen rates, pretrained minus random init) and
+accuracy_vs_labels.png. `--device cuda`
 runs it on a GPU (minutes instead of about 20 minutes per encoder on 2 CPU cores); --quick
 pretrains its own bert-tiny for 20 steps first, so it runs from a fresh clone.
 """
@@ -35,7 +38,6 @@ pretrains its own bert-tiny for 20 steps first, so it runs from a fresh clone.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import subprocess
@@ -48,10 +50,15 @@ import torch
 from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
+from minibert.files import write_file
 from minibert.run import die
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
+from minibert.run.finetuning import Recipe
+from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
+from minibert.run.folders import write_json
 from minibert.run.labelled import label_subsets, scores
+from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
 
 SETTINGS = {  # training pool, validation and test rows; updates x batch; seeds
@@ -122,9 +129,9 @@ def fixed_batch(enc: Encoder) -> list[list[int]]:
 
 def run_finetuned(task, enc, budget, seeds, lora_rank=0, unpad=True, lr_grid=LR_GRID, device="cpu"):
     def run_one(lr, seed):
-        ft = FineTuned(enc, seed, lora_rank, unpad=unpad, device=device)
+        ft = FineTuned(enc, seed, lora_rank, unpad=unpad, device=device, head=budget.head)
         rec = {"lr": lr, "seed": seed, **ft.train(task, budget, lr, seed)}
-        if len(lr_grid) > 1:  # validation only picks the rate
+        if len(lr_grid) > 1 and "valid_acc" not in rec:  # validation only picks the rate
             rec["valid_acc"] = scores(ft.predict(enc.tokens["valid"], budget.max_length, budget.padding),
                                       task.valid.labels, 2)["acc"]
 
@@ -291,9 +298,13 @@ def cache_note(cache: dict) -> str:
 
 BUDGETS = (250, 1000, 4000, None)            # labelled training sentences; None = the whole split (8,472)
 PRETRAINING_LR_GRID = (1e-4, 3e-4, 1e-3)     # one grid for every neural row, picked on validation
+HEAD_NAMES = {"cls": "[CLS] -> Linear", "pooler": "HF's pooler -> Linear"}
+RECIPE = Recipe()  # finetune.py's: its head, epochs, patience and batch size (the rate comes from the grid)
 PRETRAINING_SETTINGS = {  # the fine-tuning recipe: epochs over the budget, at least min_updates updates
-    "default": dict(budgets=BUDGETS, n_valid=None, n_test=None, epochs=3, min_updates=100, batch_size=32, seeds=3),
-    "quick": dict(budgets=(32, 96), n_valid=64, n_test=96, epochs=1, min_updates=4, batch_size=16, seeds=2),
+    "default": dict(budgets=BUDGETS, n_valid=None, n_test=None, epochs=RECIPE.epochs, min_updates=100,
+                    batch_size=RECIPE.batch_size, seeds=3, lr_grid=PRETRAINING_LR_GRID),
+    "quick": dict(budgets=(32, 96), n_valid=64, n_test=96, epochs=1, min_updates=4, batch_size=16, seeds=2,
+                  lr_grid=PRETRAINING_LR_GRID),
 }
 QUICK_PRETRAINING = ["--preset", "bert-tiny", "--seq-len", "64", "--max-steps", "20", "--batch-size", "16"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -318,7 +329,8 @@ def quick_checkpoint(out: str) -> str:
 
 def pretraining_study(task, encoders, settings, seeds, device):
     """Every encoder (and bag-of-words) at every label budget: the rate picked on validation by
-    seed 0 from PRETRAINING_LR_GRID, then every seed scored once on the test split."""
+    seed 0 from settings["lr_grid"] (PRETRAINING_LR_GRID unless --lr-grid), then every seed scored
+    once on the test split."""
     rows, runs = [], []
     for keep in label_subsets(len(task.train.texts), settings["budgets"]):
         sub, encs = subset(task, encoders, keep)
@@ -330,10 +342,11 @@ def pretraining_study(task, encoders, settings, seeds, device):
         chosen, recs, grid = run_bow(sub, seeds, repeats=1)
         rows.append(row("bag-of-words", f"{n_labels} labels", f"l2 {chosen:g}", recs, grid, n_labels=n_labels))
         runs += [(f"bow-{n_labels}", r) for r in recs]
-        updates = max(settings["min_updates"], math.ceil(settings["epochs"] * n_labels / settings["batch_size"]))
-        budget = Budget(updates, settings["batch_size"], PRETRAINING_LR_GRID, timing_repeats=1)
+        updates = max(settings["min_updates"], settings["epochs"] * math.ceil(n_labels / settings["batch_size"]))
+        budget = Budget(updates, settings["batch_size"], settings["lr_grid"], timing_repeats=1, head=RECIPE.head,
+                        patience=RECIPE.patience)
         for enc in encs:
-            chosen, recs, grid = run_finetuned(sub, enc, budget, seeds, lr_grid=PRETRAINING_LR_GRID, device=device)
+            chosen, recs, grid = run_finetuned(sub, enc, budget, seeds, lr_grid=settings["lr_grid"], device=device)
             rows.append(row(enc.name, f"{n_labels} labels", f"lr {chosen:g}", recs, grid, n_labels=n_labels,
                             updates=updates))
             runs += [(f"{enc.name}-{n_labels}", r) for r in recs]
@@ -357,9 +370,10 @@ def pretraining_report(rows: list[dict], meta: dict) -> str:
              f"`{meta['command']}` on {meta['date']}; {meta['machine']}. Validation {meta['n_valid']:,} and test "
              f"{meta['n_test']:,} sentences; the labelled training sentences are nested seeded subsets of the "
              f"{meta['n_train']:,}-sentence training split. Fine-tuning recipe, the same for every neural row: "
-             f"[CLS] -> Linear head, batch {meta['batch_size']}, {meta['epochs']} epoch(s) over the labelled "
-             f"sentences but at least {meta['min_updates']} updates, AdamW with 10% warm-up then linear decay, "
-             f"dropout 0.1; learning rate picked from {list(PRETRAINING_LR_GRID)} by seed 0's validation "
+             f"finetune.py's ({HEAD_NAMES[RECIPE.head]} head, batch {meta['batch_size']}, {meta['epochs']} "
+             f"epoch(s) over the labelled sentences but at least {meta['min_updates']} updates, the epoch kept by "
+             f"validation accuracy, patience {RECIPE.patience}; AdamW with 10% warm-up then linear decay, "
+             f"dropout 0.1); learning rate picked from {list(meta['lr_grid'])} by seed 0's validation "
              f"accuracy, then each of {meta['seeds']} seed(s) scored once on the test split. Bag-of-words: logistic "
              f"regression on the labelled sentences' words, L2 penalty picked on validation from {list(L2_GRID)}; "
              f"deterministic, one run. Random init: the pretrained checkpoint's config and tokenizer, weights "
@@ -381,11 +395,8 @@ def pretraining_report(rows: list[dict], meta: dict) -> str:
 
 
 def plot_label_curve(rows: list[dict], path: str) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for model in dict.fromkeys(r["encoder"] for r in rows):
@@ -403,8 +414,7 @@ def plot_label_curve(rows: list[dict], path: str) -> bool:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1, 0.07))  # above the majority-class line
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    write_file(path, figure_bytes(fig, dpi=120))
     return True
 
 
@@ -423,12 +433,6 @@ def s32_cells(r: dict) -> list[str]:
     return [pm(r["test_acc_mean"], r["test_acc_std"]), pm(r["test_f1_mean"], r["test_f1_std"]), seconds,
             f"{r['predict_256_ms']:.0f}", f"{r['peak_memory_mb']:.0f}", f"{r['total_params']:,}",
             f"{r['trainable_params']:,}", str(r["encoder_forward"]), str(r["encoder_backward"])]
-
-
-def table(header: list[str], lines: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(cells) + " |" for cells in lines]
-    return "\n".join(out)
 
 
 def report(study: str, rows: list[dict], meta: dict) -> str:
@@ -472,11 +476,8 @@ STUDIES = {"methods": methods_study, "peft": peft_study, "padding": padding_stud
 
 
 def plot(study: str, rows: list[dict], path: str) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in rows:
@@ -488,8 +489,7 @@ def plot(study: str, rows: list[dict], path: str) -> bool:
     ax.set_title(TITLES[study])
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    write_file(path, figure_bytes(fig, dpi=120))
     return True
 
 
@@ -510,15 +510,14 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
     p.add_argument("--seeds", type=int, help="number of seeds (default: 3, or 2 with --quick)")
     p.add_argument("--budgets", help="pretraining: comma-separated numbers of labelled sentences, `all` for the whole "
                                      "training split (default: 250,1000,4000,all; --quick: 32,96)")
-    p.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda", "mps"],
-                   help="where the pretraining study fine-tunes (default: cpu); the other studies measure "
-                        "CPU time and always run there")
+    p.add_argument("--lr-grid", help="pretraining: comma-separated learning rates, one picked on validation by seed 0 "
+                                     f"(default: {','.join(f'{r:g}' for r in PRETRAINING_LR_GRID)}); one rate: no pick")
+    add_device(p, default="cpu")  # the pretraining study's only: the other studies measure CPU time
     args = p.parse_args(argv)
+    check_ranges(p, args, {"seeds": AT_LEAST_1})
     pretraining = args.study == "pretraining"
     s = dict((PRETRAINING_SETTINGS if pretraining else SETTINGS)["quick" if args.quick else "default"])
     if args.seeds is not None:
-        if args.seeds < 1:
-            p.error("--seeds must be at least 1")
         s["seeds"] = args.seeds
     if args.budgets is not None:
         try:
@@ -529,6 +528,13 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
             p.error("--budgets: only for the pretraining study, each at least 2")
         if len(set(s["budgets"])) < len(s["budgets"]):
             p.error(f"--budgets {args.budgets}: a budget is named twice")
+    if args.lr_grid is not None:
+        try:
+            s["lr_grid"] = tuple(float(r) for r in args.lr_grid.split(","))
+        except ValueError:
+            p.error(f"--lr-grid {args.lr_grid}: give numbers, comma-separated")
+        if not pretraining or not all(0 < r < math.inf for r in s["lr_grid"]):
+            p.error(f"--lr-grid {args.lr_grid}: only for the pretraining study, each a positive number")
     return args, s
 
 
@@ -558,14 +564,11 @@ def write_results(out: str, study: str, rows: list[dict], runs: list, meta: dict
     """One JSON per run, results.json, report.md and the plot; returns (report, plot path, plotted)."""
     for name, rec in runs:
         fname = f"{name}-seed{rec['seed']}".replace(" ", "_").replace("/", "_") + ".json"
-        with open(os.path.join(out, "runs", fname), "w", encoding="utf-8") as f:
-            json.dump(rec, f, indent=1)
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        write_json(os.path.join(out, "runs", fname), rec)
+    write_json(os.path.join(out, "results.json"), {"meta": meta, "rows": rows})
     pretraining = study == "pretraining"
     text = pretraining_report(rows, meta) if pretraining else report(study, rows, meta)
-    with open(os.path.join(out, "report.md"), "w", encoding="utf-8") as f:
-        f.write(text)
+    write_file(os.path.join(out, "report.md"), text.encode("utf-8"))
     png = os.path.join(out, "accuracy_vs_labels.png" if pretraining else "accuracy_vs_time.png")
     plotted = plot_label_curve(rows, png) if pretraining else plot(study, rows, png)
     return text, png, plotted
@@ -595,11 +598,11 @@ def main(argv=None):
             + (", CUDA unused" if torch.cuda.is_available() and device.type != "cuda" else ""),
             "n_train": len(task.train.texts), "n_valid": len(task.valid.texts), "n_test": len(task.test.texts),
             "batch_size": s["batch_size"], "seeds": len(seeds), "wall_s": time.time() - t0}
-    meta.update({k: s[k] for k in (("epochs", "min_updates") if pretraining else ("updates",))})
+    meta.update({k: s[k] for k in (("epochs", "min_updates", "lr_grid") if pretraining else ("updates",))})
     text, png, plotted = write_results(out, args.study, rows, runs, meta)
     print(text)
     print(f"{args.study}: {len(rows)} rows in {meta['wall_s'] / 60:.1f} min; report {out}/report.md"
-          + (f", plot {png}" if plotted else " (no plot: matplotlib is not installed)"))
+          + (f", plot {png}" if plotted else f" (no plot: {NO_MATPLOTLIB})"))
     return rows
 
 

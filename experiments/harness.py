@@ -10,8 +10,11 @@ test split is scored once per configuration, after the rate is fixed.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import ctypes
 import gc
+import math
 import os
 import statistics
 import sys
@@ -20,17 +23,16 @@ from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from data.prepare import fetch_minilm, labelled_folder
-from minibert import BertConfig, BertForClassification, BertModel, CheckpointError, load_tokenizer
+from minibert import BertConfig, BertModel, CheckpointError, load_tokenizer
 from minibert.checkpoint import read_config
 from minibert.model import init_weights
 from minibert.run import die
-from minibert.run.classification import set_trainable
+from minibert.run.classification import classifier_on, logits_of, set_trainable
+from minibert.run.finetuning import BestEpoch, Recipe, epoch_batches, fine_tune
 from minibert.run.folders import resolve_checkpoint
-from minibert.run.labelled import read_split, split_files, token_ids, truncate
-from minibert.run.training import epoch_order, finetuning_optimizer, update
+from minibert.run.labelled import read_split, scores, split_files, token_ids, truncate
 from minibert.text import pad_batch
 
 # ---- data -----------------------------------------------------------------------------------
@@ -53,8 +55,9 @@ class Task:
     label_names: list[str]
 
     @classmethod
-    def load(cls, n_train: int, n_valid: int, n_test: int) -> "Task":
-        files = split_files(labelled_folder("en"))
+    def load(cls, n_train: int, n_valid: int, n_test: int, data: str = "en") -> "Task":
+        """`data`: en, zh or a folder, as finetune.py's --data."""
+        files = split_files(labelled_folder(data))
         raw = {s: read_split(files[s]) for s in ("train", "valid", "test")}
         names = sorted({label for _, label in raw["train"]})
         ids = {name: i for i, name in enumerate(names)}
@@ -135,16 +138,6 @@ def token_counts(seqs: list[list[int]], batch_size: int, max_length: int, paddin
             "truncated_samples": cut_samples / len(seqs), "truncated_tokens": cut_tokens / raw_tokens}
 
 
-def training_order(n: int, updates: int, batch_size: int, seed: int) -> list[list[int]]:
-    """`updates` batches of `batch_size` indices into the pool: seeded epochs, concatenated."""
-    order: list[int] = []
-    epoch = 0
-    while len(order) < updates * batch_size:
-        order += epoch_order(n, seed, epoch).tolist()
-        epoch += 1
-    return [order[u * batch_size:(u + 1) * batch_size] for u in range(updates)]
-
-
 def length_bucketed(batches: list[list[int]], lengths: list[int], window: int = 50) -> list[list[int]]:
     """The same samples, re-batched so that a batch holds similar lengths: each window of
     `window` batches is sorted by length and cut again; the batch order is kept."""
@@ -173,6 +166,13 @@ class PassCounter:
 
     def _on_backward(self, grad):
         self.backward += 1
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Passes inside the block (validation between epochs) are not counted."""
+        counts = self.forward, self.backward
+        yield
+        self.forward, self.backward = counts
 
     def close(self) -> None:
         self._handle.remove()
@@ -236,30 +236,27 @@ class Budget:
     padding: str = "dynamic"
     bucketed: bool = False
     timing_repeats: int = 3  # prediction timing: median of this many calls after one warm-up
+    head: str = "cls"        # FineTuned's head: "cls" ([CLS] -> Linear) or "pooler" (HF's)
+    patience: int = 0        # 0: the last update's model; else finetune.py's rule (FineTuned.train)
 
-
-def train_loop(params, forward, batches, lr: float) -> tuple[float, float]:
-    """Fine-tuning's optimizer and schedule (minibert.run.training, weight decay 0.01) over
-    `batches`: forward(batch) -> loss. Returns the time and the last loss."""
-    optimizer, schedule = finetuning_optimizer(params, lr, len(batches))
-    t0 = time.perf_counter()
-    loss = torch.tensor(float("nan"))
-    for batch in batches:
-        loss = forward(batch)
-        update(loss, params, optimizer, schedule)
-    return time.perf_counter() - t0, loss.item()
+    def recipe(self, n: int, lr: float, seed: int) -> Recipe:
+        """`updates` updates over n training examples, as the shared loop (finetune.py's) counts
+        them: whole seeded epochs of batch_size (the last batch of each shorter), cut at `updates`."""
+        epochs = math.ceil(self.updates / math.ceil(n / self.batch_size))
+        return Recipe(self.head, lr, epochs, self.patience or epochs, self.batch_size, self.updates, seed=seed)
 
 
 class FineTuned:
-    """Full fine-tuning or LoRA: BertForClassification ([CLS] -> Linear, the exercise's head) on the
-    encoder; with `lora_rank`, only the adapters (minibert.lora's default targets and alpha) and
-    the head train."""
+    """Full fine-tuning or LoRA: a new head (`head`, classification.classifier_on, as finetune.py
+    builds it) on the encoder; with `lora_rank`, only the adapters (minibert.lora's default
+    targets and alpha) and the head train."""
 
-    def __init__(self, encoder: Encoder, seed: int, lora_rank: int = 0, unpad: bool = True, device: str = "cpu"):
+    def __init__(self, encoder: Encoder, seed: int, lora_rank: int = 0, unpad: bool = True, device: str = "cpu",
+                 head: str = "cls"):
         torch.manual_seed(seed)
         self.encoder = encoder
         self.device = torch.device(device)
-        self.model = BertForClassification(encoder.backbone(unpad=unpad), 2)
+        self.model = classifier_on(encoder.backbone(unpad=unpad), head, 2)
         self.lora_modules = set_trainable(self.model, "lora" if lora_rank else "full", lora_rank)
         self.model.to(self.device)
 
@@ -268,22 +265,48 @@ class FineTuned:
         return sum(p.numel() for p in ps), sum(p.numel() for p in ps if p.requires_grad)
 
     def train(self, task: Task, budget: Budget, lr: float, seed: int) -> dict:
-        toks = self.encoder.tokens["train"]
-        order = training_order(len(toks), budget.updates, budget.batch_size, seed)
-        if budget.bucketed:
-            order = length_bucketed(order, [len(t) for t in toks])
-        batches = [tuple(t.to(self.device) for t in (*pad([toks[i] for i in b], self.encoder.pad_id,
-                                                          budget.max_length, budget.padding), task.train.labels[b]))
-                   for b in order]
-        counter = PassCounter(self.model.bert)
-        self.model.train()
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        """The shared loop (minibert.run.finetuning) for budget.updates updates; with
+        budget.patience, finetune.py's epoch rule on the validation split (the best epoch's
+        weights are kept: valid_acc and best_epoch are theirs), whose time counts in train_s but
+        whose encoder passes do not."""
+        toks, labels = self.encoder.tokens["train"], task.train.labels
+        recipe, lengths = budget.recipe(len(toks), lr, seed), [len(t) for t in toks]
+
+        def batches_of(epoch: int) -> list[torch.Tensor]:
+            batches = epoch_batches(len(toks), budget.batch_size, seed, epoch)
+            if not budget.bucketed:
+                return batches
+            return [torch.tensor(b) for b in length_bucketed([b.tolist() for b in batches], lengths)]
+
+        def train_logits(rows: torch.Tensor) -> torch.Tensor:
+            ids, mask = pad([toks[i] for i in rows.tolist()], self.encoder.pad_id, budget.max_length, budget.padding)
+            return self.logits_on_device(ids, mask)                              # (B, 2)
+
+        counter, best, kept = PassCounter(self.model.bert), BestEpoch(budget.patience), {}
+
+        def keep_best(e) -> bool:
+            with counter.paused():
+                acc = scores(self.predict(self.encoder.tokens["valid"], budget.max_length, budget.padding),
+                             task.valid.labels, 2)["acc"]
+            if best.improved(e.epoch, acc):
+                kept["state"] = copy.deepcopy(self.model.state_dict())
+            return best.stop
+
         with PeakMemory() as mem:
-            seconds, loss = train_loop(trainable, lambda b: F.cross_entropy(self.model(b[0], b[1]), b[2]), batches, lr)
+            t0 = time.perf_counter()
+            last = fine_tune(self.model, train_logits, labels, recipe, keep_best if budget.patience else None,
+                             batches_of)
+            seconds = time.perf_counter() - t0
         counter.close()
-        stats = token_counts([toks[i] for b in order for i in b], budget.batch_size, budget.max_length, budget.padding)
-        return {"train_s": seconds, "final_loss": loss, "peak_memory_mb": mem.mb, "memory_kind": mem.kind,
-                "encoder_forward": counter.forward, "encoder_backward": counter.backward, "train_tokens": stats}
+        used = [b for e in range(1, recipe.epochs + 1) for b in batches_of(e)][:recipe.steps(len(toks))]
+        stats = token_counts([toks[i] for b in used for i in b.tolist()], budget.batch_size, budget.max_length,
+                             budget.padding)
+        rec = {"train_s": seconds, "final_loss": last.train_loss, "peak_memory_mb": mem.mb, "memory_kind": mem.kind,
+               "encoder_forward": counter.forward, "encoder_backward": counter.backward, "train_tokens": stats}
+        if budget.patience:
+            self.model.load_state_dict(kept["state"])
+            rec.update(valid_acc=best.acc, best_epoch=best.epoch, epochs_run=last.epoch)
+        return rec
 
     @torch.no_grad()
     def predict(self, seqs: list[list[int]], max_length: int, padding: str, batch_size: int = 64) -> torch.Tensor:
@@ -291,14 +314,18 @@ class FineTuned:
         out = []
         for i in range(0, len(seqs), batch_size):
             ids, mask = pad(seqs[i:i + batch_size], self.encoder.pad_id, max_length, padding)
-            out.append(self.model(ids.to(self.device), mask.to(self.device)).argmax(-1).cpu())
+            out.append(self.logits_on_device(ids, mask).argmax(-1).cpu())
         return torch.cat(out)
 
     @torch.no_grad()
     def logits(self, seqs: list[list[int]], max_length: int, padding: str) -> torch.Tensor:
         self.model.eval()
         ids, mask = pad(seqs, self.encoder.pad_id, max_length, padding)
-        return self.model(ids.to(self.device), mask.to(self.device)).cpu()
+        return self.logits_on_device(ids, mask).cpu()
+
+    def logits_on_device(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(B, 2) logits of the (B, T) ids and mask, on the model's device."""
+        return logits_of(self.model, {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)})
 
 
 class FrozenFeatures:
@@ -332,14 +359,15 @@ class FrozenFeatures:
         return head
 
     def train(self, head: nn.Linear, task: Task, budget: Budget, lr: float, seed: int) -> dict:
-        x, y = self.features["train"], task.train.labels
-        order = training_order(len(y), budget.updates, budget.batch_size, seed)
-        params = list(head.parameters())
+        """The shared loop (minibert.run.finetuning) over the cached features, budget.updates updates."""
+        x, y = self.features["train"], task.train.labels  # (S, C), (S,)
         counter = PassCounter(self.bert)
         with PeakMemory() as mem:
-            seconds, loss = train_loop(params, lambda b: F.cross_entropy(head(x[b]), y[b]), order, lr)
+            t0 = time.perf_counter()
+            last = fine_tune(head, lambda rows: head(x[rows]), y, budget.recipe(len(y), lr, seed))
+            seconds = time.perf_counter() - t0
         counter.close()
-        return {"train_s": seconds, "final_loss": loss, "peak_memory_mb": mem.mb, "memory_kind": mem.kind,
+        return {"train_s": seconds, "final_loss": last.train_loss, "peak_memory_mb": mem.mb, "memory_kind": mem.kind,
                 "encoder_forward": counter.forward, "encoder_backward": counter.backward}
 
     @torch.no_grad()

@@ -26,7 +26,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .checkpoint import CheckpointError, read_state_dict
-from .text import pad_batch
+from .text import pad_batch, plain_tokenizer
 from .model import BertForMaskedLM
 
 MASK = "[MASK]"
@@ -77,12 +77,7 @@ def _encode(tokenizer: Tokenizer, texts: list[str], max_positions: int, vocab_si
     if tokenizer.get_vocab_size() > vocab_size:
         raise FillMaskError(f"the tokenizer ({tokenizer.get_vocab_size()} tokens) does not belong to the "
                             f"model ({vocab_size} tokens)")
-    if tokenizer.padding is not None or tokenizer.truncation is not None:
-        # a tokenizer.json may come set to pad or truncate: a copy with both off never cuts a text
-        tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-    ids = [e.ids for e in tokenizer.encode_batch(texts)]
+    ids = [e.ids for e in plain_tokenizer(tokenizer).encode_batch(texts)]  # never a text cut short
     for i, (text, row) in enumerate(zip(texts, ids, strict=True)):
         if mask_id not in row:
             raise FillMaskError(f"text {i + 1} has no {MASK} to fill: {_short(text)}")

@@ -46,16 +46,20 @@ def _bert_tokenizer(model) -> Tokenizer:
     return tok
 
 
-def tokenize_lines(tokenizer: Tokenizer, lines: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """All lines as one stream of ids (no specials) and the offset where each line starts.
+def plain_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
+    """A copy of `tokenizer` that neither pads nor truncates, so that every text is encoded whole
+    and alone (a saved tokenizer.json, a pretrained one especially, may be set to do both). The
+    caller's tokenizer is never changed: it may be saved with a checkpoint, or used elsewhere."""
+    plain = Tokenizer.from_str(tokenizer.to_str())
+    plain.no_padding()
+    plain.no_truncation()
+    return plain
 
-    A stream has no padding and no truncation: if the tokenizer is set to pad or truncate (a
-    pretrained tokenizer.json often is), a copy with both turned off does the encoding."""
-    if tokenizer.padding is not None or tokenizer.truncation is not None:
-        tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        tokenizer.no_padding()
-        tokenizer.no_truncation()
-    encodings = tokenizer.encode_batch(lines, add_special_tokens=False)
+
+def tokenize_lines(tokenizer: Tokenizer, lines: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """All lines as one stream of ids (no specials) and the offset where each line starts: a
+    stream has no padding and no truncation (`plain_tokenizer`)."""
+    encodings = plain_tokenizer(tokenizer).encode_batch(lines, add_special_tokens=False)
     lengths = torch.tensor([len(e.ids) for e in encodings], dtype=torch.long)
     ids = torch.tensor([i for e in encodings for i in e.ids], dtype=torch.int32)
     starts = torch.cumsum(lengths, 0) - lengths

@@ -1,6 +1,9 @@
 """Shared helpers and fixtures. Tolerances are explicit at each call site."""
 
+import contextlib
+import io
 import random
+import re
 
 import pytest
 import torch
@@ -26,6 +29,39 @@ def assert_same_loss_and_grads(loss, expected_loss, model, expected_model, atol,
     expected_loss.backward()
     for (name, p), q in zip(expected_model.named_parameters(), model.parameters(), strict=True):
         assert_close(q.grad, p.grad, atol=atol, what=f"grad {name}{what}")
+
+
+def refusal_line(code, err: str) -> str:
+    """A command's refusal is ONE line and no traceback; returns that line. `code` is the SystemExit's
+    code, `err` what the command wrote to standard error.
+    - `die`: SystemExit("error: ..."): Python prints the message as the only line on standard error
+      and exits with status 1; so the message starts with "error: ", holds no newline, and nothing
+      else went to standard error. (A process that prints its line itself and exits 1 passes too.)
+    - argparse: exit status 2; standard error is the usage, then ONE line "PROG: error: ...", last."""
+    if isinstance(code, str):
+        assert code.startswith("error: ") and "\n" not in code, repr(code)
+        assert err == "", f"standard error holds more than the one line: {err!r}"
+        return code
+    lines = err.strip("\n").splitlines()
+    if code == 1:
+        assert len(lines) == 1 and lines[0].startswith("error: "), err
+        return lines[0]
+    assert code == 2, f"exit status {code!r}: a refusal exits 1 (error: ...) or 2 (argparse); stderr {err!r}"
+    assert lines and lines[0].startswith("usage: "), err
+    errors = [line for line in lines if re.match(r"\S+: error: ", line)]
+    assert len(errors) == 1 and errors[0] == lines[-1], err
+    return lines[-1]
+
+
+@contextlib.contextmanager
+def refusal(pattern: str):
+    """`with refusal(PATTERN): main([...])`: the command inside must stop with one line
+    (refusal_line) that matches PATTERN (re.search). Yields pytest's ExceptionInfo."""
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as e, contextlib.redirect_stderr(err):
+        yield e
+    line = refusal_line(e.value.code, err.getvalue())
+    assert re.search(pattern, line), f"{line!r} does not match {pattern!r}"
 
 
 def tiny_config(**overrides) -> BertConfig:

@@ -1,17 +1,21 @@
 """experiments/compare.py: the controlled comparisons of S29-S32."""
 
+import itertools
 import json
+import statistics
 
 import pytest
 import torch
 
+import finetune
 from experiments import compare
-from minibert.run.baselines import BagOfWords
+from minibert.run.baselines import L2_GRID, BagOfWords
 from experiments.harness import Budget, Encoder, FineTuned, FrozenFeatures, Task, pad, token_counts
 
-from conftest import assert_close, perturb_
+from conftest import assert_close, perturb_, refusal
 from data.prepare import fetch_minilm
 from minibert import BertConfig, BertModel, load_tokenizer
+from minibert.model import load_model
 from minibert.run.labelled import truncate
 
 
@@ -36,12 +40,112 @@ S32_KEYS = ["test_acc_mean", "test_acc_std", "test_f1_mean", "test_f1_std", "tra
             "peak_memory_mb", "total_params", "trainable_params", "encoder_forward", "encoder_backward"]
 
 
+def hand_macro_f1(pred: list[int], gold: list[int]) -> float:
+    """Two labels: F1 of label c = 2 TP / (2 TP + FP + FN) (0 when it never occurs either way); the mean."""
+    f1 = []
+    for c in (0, 1):
+        tp = sum(p == c and g == c for p, g in zip(pred, gold))
+        fp = sum(p == c and g != c for p, g in zip(pred, gold))
+        fn = sum(p != c and g == c for p, g in zip(pred, gold))
+        f1.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    return sum(f1) / 2
+
+
+def assert_quick_study_values(study, rows, runs, gold, shapes):
+    """The numbers of a --quick study (SETTINGS["quick"]: 4 updates of 16 samples, 2 seeds, 96
+    test rows), each checked against what it must be:
+    - every run: its test accuracy is the share of its 96 saved predictions equal to the test
+      labels, its macro-F1 the hand-computed one (hand_macro_f1), to 1e-6 (float32 fractions);
+    - every row: accuracy and macro-F1 in [0, 1]; the mean and sample sd over the row's seeds of
+      the runs at the row's chosen rate (or penalty), to 1e-6, so a mean is a multiple of
+      1/(96 x seeds);
+    - the chosen rate is from the study's grid (LR_GRID; bag-of-words: L2_GRID), and when the
+      grid was searched it has the best validation accuracy of the grid, the smaller rate on a tie;
+    - parameters: full fine-tuning trains all of them; frozen trains the head alone, a Linear
+      (C -> 2): 2C + 2, and counts the same total as full; LoRA (rank 8 on the query and value
+      Linears, C x C each, of every layer) trains 2 x L x 8 x (C + C) adapter weights plus the
+      head, and its total is full's plus the adapters;
+    - encoder passes during training: one forward and one backward per update (4) when the
+      encoder trains (full, LoRA), none when it is frozen (cached features) or absent (bag-of-words);
+    - time, prediction time and peak memory are positive;
+    - padding study: per row, its training tokens (64 = 4 x 16 rows): effective <= stored, the
+      padding ratio 1 - effective / stored, global padding stores 64 x max length; the share of
+      truncated samples never grows with the max length; the errors by raw length cover the 96
+      test rows and their n-weighted sum is the row's error, 96 x (1 - accuracy)."""
+    updates, seeds = compare.SETTINGS["quick"]["updates"], compare.SETTINGS["quick"]["seeds"]
+    for rec in runs:
+        pred = rec["test_pred"]
+        assert len(pred) == len(gold) == 96
+        assert rec["test_acc"] == pytest.approx(sum(p == g for p, g in zip(pred, gold)) / 96, abs=1e-6), rec["seed"]
+        assert rec["test_macro_f1"] == pytest.approx(hand_macro_f1(pred, gold), abs=1e-6), rec["seed"]
+    by_encoder = {}
+    for r in rows:
+        if r["method"] != "bag-of-words":
+            by_encoder.setdefault(r["encoder"], {})[r["method"]] = r
+        assert 0 <= r["test_acc_mean"] <= 1 and 0 <= r["test_f1_mean"] <= 1, r
+        assert r["train_s"] > 0 and r["predict_256_ms"] > 0 and r["peak_memory_mb"] > 0, r
+        assert 0 < r["trainable_params"] <= r["total_params"], r
+        kind, value = r["chosen"].split()
+        value = float(value)
+        grid = L2_GRID if kind == "l2" else compare.LR_GRID
+        assert value in grid, r["chosen"]
+        if r["grid_valid_acc"]:
+            accs = {float(k): v for k, v in r["grid_valid_acc"].items()}
+            assert set(accs) == set(grid) and all(0 <= v <= 1 for v in accs.values()), r["grid_valid_acc"]
+            assert accs[value] == max(accs.values()), (r["chosen"], accs)
+            if kind == "lr":
+                assert value == min(lr for lr, v in accs.items() if v == accs[value]), "the smaller rate on a tie"
+        own = [rec for rec in runs if rec.get("l2" if kind == "l2" else "lr") == value]
+        n = r["seeds"]
+        assert n == (1 if kind == "l2" else seeds), r
+        matches = [combo for combo in itertools.product(*[[x for x in own if x["seed"] == s] for s in range(n)])
+                   if abs(sum(x["test_acc"] for x in combo) / n - r["test_acc_mean"]) < 1e-6
+                   and abs(sum(x["test_macro_f1"] for x in combo) / n - r["test_f1_mean"]) < 1e-6]
+        assert matches, f"{r['encoder']} {r['method']}: no runs at {r['chosen']} average to its scores"
+        accs = [x["test_acc"] for x in matches[0]]
+        assert r["test_acc_std"] == pytest.approx(statistics.stdev(accs) if n > 1 else 0.0, abs=1e-6)
+        trains_encoder = r["method"] not in ("frozen", "bag-of-words")
+        assert (r["encoder_forward"], r["encoder_backward"]) == ((updates, updates) if trains_encoder else (0, 0)), r
+        if study == "padding":
+            L, tokens = r["max_length"], r["train_tokens"]
+            assert L in compare.MAX_LENGTHS and r["padding"] in compare.PADDINGS
+            assert 0 < tokens["effective_tokens"] <= tokens["stored_tokens"] <= 64 * L, tokens
+            assert tokens["padding_ratio"] == pytest.approx(1 - tokens["effective_tokens"] / tokens["stored_tokens"])
+            if r["padding"] == "global":
+                assert tokens["stored_tokens"] == 64 * L, tokens
+            assert 0 <= tokens["truncated_samples"] <= 1 and 0 <= tokens["truncated_tokens"] <= 1
+            bins = r["errors_by_length"]
+            assert sum(b["n"] for b in bins) == 96
+            assert all((b["error"] is None) == (b["n"] == 0) for b in bins)
+            wrong = sum(b["n"] * b["error"] for b in bins if b["n"])
+            assert wrong == pytest.approx(96 * (1 - r["test_acc_mean"]), abs=1e-4), (wrong, r["test_acc_mean"])
+    for encoder, methods in by_encoder.items():
+        if study == "padding":
+            for padding in compare.PADDINGS:
+                same = sorted((r["max_length"], r["train_tokens"]["truncated_samples"]) for r in rows
+                              if r["encoder"] == encoder and r["padding"] == padding and not r["bucketed"])
+                assert [t for _, t in same] == sorted((t for _, t in same), reverse=True), same
+            continue
+        C, L = shapes(encoder)
+        head = 2 * C + 2
+        full = methods["full"]
+        assert full["trainable_params"] == full["total_params"]
+        frozen = methods["frozen"]
+        assert frozen["trainable_params"] == head and frozen["total_params"] == full["total_params"]
+        if study == "peft":
+            lora = methods[f"LoRA r{compare.LORA_RANK}"]
+            adapters = 2 * L * compare.LORA_RANK * (C + C)
+            assert lora["trainable_params"] == adapters + head
+            assert lora["total_params"] == full["total_params"] + adapters
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("study", ["methods", "peft", "padding"])
 def test_quick_study_reports_every_s32_column_for_every_row(study, tmp_path, tiny_checkpoint):
-    """--quick runs the study end to end with both kinds of encoder; every row of results.json has
-    every S32 number, report.md has every S32 column header and one table line per row, and one
-    JSON file per run is written."""
+    """--quick runs the study end to end with both kinds of encoder (MiniLM: hidden 384, 6
+    layers; the tiny checkpoint: 32, 2): every row of results.json has every S32 number, each of
+    them what it must be (assert_quick_study_values), report.md has every S32 column header and
+    one table line per row, and one JSON file per run is written."""
     rows = compare.main([study, "--quick", "--out", str(tmp_path), "--encoders", f"minilm,{tiny_checkpoint}"])
     out = tmp_path / study
     saved = json.loads((out / "results.json").read_text())["rows"]
@@ -49,19 +153,17 @@ def test_quick_study_reports_every_s32_column_for_every_row(study, tmp_path, tin
     for r in saved:
         for key in S32_KEYS:
             assert isinstance(r[key], (int, float)) and r[key] == r[key], (r["method"], key)  # present, not NaN
-        assert r["trainable_params"] <= r["total_params"]
+    runs = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json"))]
+    gold = Task.load(**{k: compare.SETTINGS["quick"][k] for k in ("n_train", "n_valid", "n_test")}).test.labels.tolist()
+    shapes = lambda encoder: (384, 6) if encoder.startswith("MiniLM") else (32, 2)
+    assert_quick_study_values(study, saved, runs, gold, shapes)
     text = (out / "report.md").read_text()
     for column in compare.S32_COLUMNS:
         assert column in text
     assert sum(line.startswith("| MiniLM-L6") or line.startswith("| minibert") or line.startswith("| - ")
                for line in text.splitlines()) >= len(rows)
-    assert len(list((out / "runs").glob("*.json"))) >= len(rows)
+    assert len(runs) >= len(rows)
     assert (out / "accuracy_vs_time.png").stat().st_size > 0
-    if study == "padding":
-        for r in saved:
-            assert {"effective_tokens", "stored_tokens", "padding_ratio", "truncated_samples",
-                    "truncated_tokens"} <= set(r["train_tokens"])
-            assert sum(b["n"] for b in r["errors_by_length"]) == 96
 
 
 def test_bag_of_words_vocabulary_comes_from_the_training_split_only():
@@ -281,7 +383,7 @@ def test_budgets_flag_is_checked(tmp_path):
     for bad in (["pretraining", "--budgets", "ten"], ["pretraining", "--budgets", "1"], ["methods", "--budgets", "64"],
                 ["pretraining", "--budgets", "100,9000", "--encoders", "minilm"],  # the split holds 8,472
                 ["pretraining", "--budgets", "250,250"]):
-        with pytest.raises(SystemExit):
+        with refusal("--budgets"):
             compare.main([*bad, "--out", str(tmp_path)])
 
 
@@ -292,3 +394,51 @@ def test_bag_of_words_penalty_is_picked_on_validation_the_larger_on_a_tie():
     valid = (["great acting", "awful plot"], torch.tensor([1, 0]))
     fit = BagOfWords.tuned(train, valid, 2)
     assert (fit.l2, fit.valid_acc) == (1e-2, 1.0) and fit.model.predict(["so great"]).tolist() == [1]
+
+
+def test_the_study_row_is_finetune_py_run_seed_by_seed(setup, tmp_path):
+    """The study's fine-tuned row and finetune.py share one loop, head and recipe: on the tiny
+    labelled set (400 training sentences, batches of 16, so 25 updates an epoch; 4 epochs = 100
+    updates at most, patience 1), finetune.py --head cls --seed 1 and the harness's FineTuned
+    (seed 1, Budget of 100 updates, patience 1) keep the same epoch with the same validation
+    accuracy, run the same number of epochs, and their kept models give the same test logits
+    (atol 1e-6: the same arithmetic, one copy saved to disk and read back). Seed 2 in the harness
+    gives other logits: the agreement is not that of any two runs."""
+    args = ["--checkpoint", str(setup / "ckpt"), "--data", str(setup / "data"), "--head", "cls", "--lr", "2e-3",
+            "--epochs", "4", "--patience", "1", "--batch-size", "16", "--seed", "1", "--no-progress"]
+    summary = finetune.main([*args, "--out", str(tmp_path / "ft")])
+    epochs_run = len((tmp_path / "ft" / "metrics.jsonl").read_text().splitlines())
+    task = Task.load(10 ** 9, 10 ** 9, 10 ** 9, data=str(setup / "data"))
+    enc = Encoder.open(str(setup / "ckpt"), task)
+    budget = Budget(updates=100, batch_size=16, lr_grid=(2e-3,), head="cls", patience=1)
+    runs = {}
+    for seed in (1, 2):
+        runs[seed] = FineTuned(enc, seed=seed, head="cls")
+        rec = runs[seed].train(task, budget, 2e-3, seed=seed)
+        if seed == 1:
+            assert (rec["best_epoch"], rec["epochs_run"]) == (summary["best_epoch"], epochs_run), (rec, summary)
+            assert rec["valid_acc"] == pytest.approx(summary["valid_acc"], abs=1e-9)
+    kept = load_model(summary["model"]).eval()
+    ids, mask = pad(enc.tokens["test"], enc.pad_id, 128, "dynamic")
+    with torch.no_grad():
+        theirs = kept(ids, mask)
+    assert_close(runs[1].logits(enc.tokens["test"], 128, "dynamic"), theirs, atol=1e-6, what="seed 1")
+    assert (runs[2].logits(enc.tokens["test"], 128, "dynamic") - theirs).abs().max() > 1e-3
+
+
+def test_lr_grid_flag_is_checked_and_one_rate_is_no_pick(tmp_path, tiny_checkpoint, capsys):
+    """--lr-grid: positive numbers, pretraining only, each refused in one line naming the flag.
+    With one rate (1e-3) the neural row runs at it without a pick: chosen "lr 0.001", no
+    validation grid, and each seed's run is at 1e-3."""
+    for study, grid in (("pretraining", "fast"), ("pretraining", "1e-3,0"), ("pretraining", "nan"),
+                        ("methods", "1e-3")):
+        with pytest.raises(SystemExit) as e:
+            compare.parse_args([study, "--lr-grid", grid])
+        assert e.value.code == 2 and f"--lr-grid {grid}: " in capsys.readouterr().err
+    args, settings = compare.parse_args(["pretraining", "--quick", "--lr-grid", "1e-3", "--budgets", "32"])
+    assert settings["lr_grid"] == (1e-3,)
+    task = Task.load(10 ** 9, settings["n_valid"], settings["n_test"])
+    rows, runs = compare.pretraining_study(task, [Encoder.open(tiny_checkpoint, task)], settings, [0, 1], "cpu")
+    neural = [r for r in rows if r["encoder"].startswith("minibert")]
+    assert [(r["chosen"], r["grid_valid_acc"], r["seeds"]) for r in neural] == [("lr 0.001", {}, 2)]
+    assert sorted((rec["lr"], rec["seed"]) for name, rec in runs if name.startswith("minibert")) == [(1e-3, 0), (1e-3, 1)]

@@ -10,15 +10,18 @@ import transformers
 import finetune
 from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel, load_tokenizer
 from minibert.lora import LoRALinear, add_lora, merge_lora
+from minibert.run.finetuning import BestEpoch, Recipe, epoch_batches, fine_tune
+from minibert.run.training import epoch_order
 from minibert.run.exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
 from minibert.run.labelled import InputError, read_split
 from minibert.text import train_wordpiece
 
-from conftest import FILLER, assert_close, perturb_, tiny_config
+from conftest import FILLER, assert_close, perturb_, refusal, tiny_config
 
 def run(setup, out, *extra):
+    """finetune.py on the tiny fixture with the pooler head (the one `transformers` loads)."""
     return finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(setup / "data"), "--out", str(out),
-                          "--lr", "2e-3", "--epochs", "4", "--patience", "4", "--batch-size", "16",
+                          "--head", "pooler", "--lr", "2e-3", "--epochs", "4", "--patience", "4", "--batch-size", "16",
                           "--no-progress", *extra])
 
 
@@ -181,18 +184,18 @@ def test_bad_input_is_a_clear_error(setup, tmp_path):
     (bad / "train.tsv").write_text("good film\tpos\nbad film\tneg\n")
     (bad / "test.tsv").write_text("fine film\tpos\n")
     (bad / "valid.tsv").write_text("dull film\tmaybe\n")
-    with pytest.raises(SystemExit, match=r"valid.tsv: labels \['maybe'\] are not in the training split's label set"):
+    with refusal(r"valid.tsv: labels \['maybe'\] are not in the training split's label set"):
         run(setup, tmp_path / "o", "--data", str(bad))
     (bad / "valid.tsv").write_text("dull film\tneg\n\tpos\n")
-    with pytest.raises(SystemExit, match="valid.tsv:2: empty text"):
+    with refusal("valid.tsv:2: empty text"):
         run(setup, tmp_path / "o", "--data", str(bad))
     other = tmp_path / "other"
     BertForMaskedLM(tiny_config(vocab_size=50)).save_pretrained(
         other, tokenizer=train_wordpiece(["some other words entirely"] * 5 + FILLER * 9, vocab_size=200))
-    with pytest.raises(SystemExit, match=r"has \d+ tokens, more than its model's vocabulary \(50\): the tokenizer "
+    with refusal(r"has \d+ tokens, more than its model's vocabulary \(50\): the tokenizer "
                                          r"does not belong to its model"):
         finetune.main(["--checkpoint", str(other), "--data", str(setup / "data"), "--out", str(tmp_path / "o")])
-    with pytest.raises(SystemExit, match="use en, zh, or a folder"):
+    with refusal("use en, zh, or a folder"):
         run(setup, tmp_path / "o", "--data", str(tmp_path / "nowhere"))
 
 
@@ -233,3 +236,70 @@ def test_csv_and_jsonl_datasets_read_like_tsv(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "no label"}\n')
     with pytest.raises(InputError, match=r"bad\.jsonl:1: missing label"):
         read_split(str(tmp_path / "bad.jsonl"))
+
+
+# ---- the one fine-tuning loop (minibert.run.finetuning) ----------------------------------------
+
+
+def test_epochs_are_seeded_orders_cut_into_batches_and_steps_count_them():
+    """5 examples in batches of 2: each epoch is epoch_order(5, seed, epoch) cut into 2 + 2 + 1
+    rows, so 3 updates an epoch; 3 epochs make 9 updates, --max-steps 4 cuts them to 4."""
+    for epoch in (1, 2):
+        batches = epoch_batches(5, 2, 7, epoch)
+        assert [len(b) for b in batches] == [2, 2, 1]
+        assert torch.equal(torch.cat(batches), epoch_order(5, 7, epoch))
+    assert not torch.equal(torch.cat(epoch_batches(5, 2, 7, 1)), torch.cat(epoch_batches(5, 2, 7, 2)))
+    assert Recipe(epochs=3, batch_size=2).steps(5) == 9 and Recipe(epochs=3, batch_size=2, max_steps=4).steps(5) == 4
+
+
+def test_the_loop_visits_each_epoch_in_its_order_and_stops_when_told():
+    """A Linear(1, 2) on 5 examples, batches of 2, 3 epochs of 3 updates (9 in all): the rows it
+    is asked for are epoch 1's batches, then epoch 2's; on_epoch_end runs once per epoch, after
+    the model was put in training mode, and its True after epoch 2 stops the loop at 6 updates.
+    Without a stop the schedule ends at rate 0 after the 9th update (linear decay), and the
+    reported loss is the mean over the epoch's examples of the batches' cross-entropy."""
+    torch.manual_seed(0)
+    model, x, y = torch.nn.Linear(1, 2), torch.arange(5.0).unsqueeze(1), torch.tensor([0, 1, 0, 1, 0])
+    asked, ends = [], []
+
+    def logits(rows):
+        asked.append(rows.tolist())
+        return model(x[rows])                                                   # (B, 2)
+
+    def on_epoch_end(e):
+        ends.append((e.epoch, e.step, model.training))
+        model.eval()
+        return e.epoch == 2
+
+    recipe = Recipe(lr=1e-2, epochs=3, batch_size=2, seed=3)
+    last = fine_tune(model, logits, y, recipe, on_epoch_end)
+    expected = [b.tolist() for epoch in (1, 2) for b in epoch_batches(5, 2, 3, epoch)]
+    assert asked == expected and ends == [(1, 3, True), (2, 6, True)] and last.epoch == 2
+    seen = []
+    last = fine_tune(model, lambda rows: seen.append((model(x[rows]), y[rows])) or seen[-1][0], y, recipe)
+    assert (last.epoch, last.step, last.lr) == (3, 9, 0.0)
+    by_hand = sum(F.cross_entropy(z, t).item() * len(t) for z, t in seen[-3:]) / 5  # epoch 3: 2 + 2 + 1 rows
+    assert last.train_loss == pytest.approx(by_hand, abs=1e-6)
+
+
+def test_a_non_finite_loss_stops_the_loop_with_one_line():
+    """A loss of NaN at the first update: the loop stops before any update, naming the step and rate."""
+    model = torch.nn.Linear(1, 2)
+    before = model.weight.detach().clone()
+    with refusal(r"the loss became nan at step 1; try a lower learning rate than 0.001"):
+        fine_tune(model, lambda rows: torch.full((len(rows), 2), float("nan")) + model.bias, torch.tensor([0, 1]),
+                  Recipe(lr=1e-3, epochs=1, batch_size=2))
+    assert torch.equal(model.weight, before)
+
+
+def test_best_epoch_keeps_the_first_best_and_stops_after_patience_epochs_without_one():
+    """Validation accuracies 0.5, 0.7, 0.7, 0.6 with patience 2: epochs 1 and 2 improve, 3 ties
+    (not better: the earlier epoch is kept) and 4 is worse, so after epoch 4 two epochs have gone
+    by without a better one: stop, keeping epoch 2 (0.7)."""
+    best = BestEpoch(patience=2)
+    improved = [best.improved(epoch, acc) for epoch, acc in enumerate((0.5, 0.7, 0.7, 0.6), 1)]
+    assert improved == [True, True, False, False] and (best.epoch, best.acc, best.stop) == (2, 0.7, True)
+    best = BestEpoch(patience=2)
+    for epoch, acc in enumerate((0.5, 0.7, 0.7), 1):
+        best.improved(epoch, acc)
+    assert not best.stop

@@ -11,6 +11,11 @@ Inside the package, the reference modules (`minibert/*.py`: the model and what i
 hold no command-line code: they never import the run machinery (`minibert/run/`), never stop the
 process (`sys.exit`, `die`), and name no command-line flag in a message. No two modules of the
 package import each other, directly or through others (a lazy import inside a function counts).
+
+One home per concept: JSON is parsed only in minibert/files.py (`parse_json`), the corpus cache's
+functions live only in minibert/run/corpus.py (no reference module names its files), and
+--device is added only by minibert/run/flags.py (`add_device`). `make run`, what a user runs,
+calls the scripts and no module of experiments/.
 """
 
 import ast
@@ -183,3 +188,100 @@ def test_reference_modules_hold_no_command_line_code_and_the_package_has_no_impo
                                     else module + ".__init__")
         graph[module] = {m if m in modules else m.rsplit(".", 1)[0] for m in imported} - {module}
     assert cycles({m: deps & set(modules) for m, deps in graph.items()}) == []
+
+
+# ---- one home per concept -----------------------------------------------------------------------
+
+CORPUS_CACHE = {"corpus_lines", "corpus_tokenizer", "corpus_blocks"}  # minibert/run/corpus.py's, and only its
+CORPUS_FILES = {"pretrain", "tokens"}  # folders inside a prepared corpus (and `tokenizer-N.json` files)
+
+
+def make_recipe(makefile: str, target: str) -> list[str]:
+    """The recipe lines of one Makefile target: the tab-indented lines right after `target:`."""
+    lines = makefile.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"{re.escape(target)}\s*:", line))
+    recipe = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return recipe
+
+
+def experiment_calls(recipe: list[str]) -> list[str]:
+    """The recipe lines that run a module of experiments/ (`-m experiments.x` or `experiments/x.py`)."""
+    return [line for line in recipe if re.search(r"-m\s+experiments\b|\bexperiments/", line)]
+
+
+def home_violations(source: str, name: str = "<file>") -> list[str]:
+    """What in `source` does outside its one home: parses JSON (minibert/files.py's `parse_json`
+    does), defines a function of the corpus cache (minibert/run/corpus.py), or adds --device
+    (minibert/run/flags.py's `add_device`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in {"load", "loads"} and getattr(node.value, "id", None) == "json":
+            found.append(f"{name}:{node.lineno}: parses JSON")
+        elif isinstance(node, ast.ImportFrom) and node.module == "json" and {a.name for a in node.names} & {"load", "loads"}:
+            found.append(f"{name}:{node.lineno}: parses JSON")
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in CORPUS_CACHE:
+            found.append(f"{name}:{node.lineno}: defines {node.name}")
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args
+              and isinstance(node.args[0], ast.Constant) and node.args[0].value == "--device"):
+            found.append(f"{name}:{node.lineno}: adds --device")
+    return found
+
+
+def corpus_file_names(source: str, name: str = "<file>") -> list[str]:
+    """The places where a reference module's `source` names a file of a prepared corpus's cache."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                node.value in CORPUS_FILES or node.value.startswith("tokenizer-")):
+            found.append(f"{name}:{node.lineno}: names the corpus cache's {node.value!r}")
+    return found
+
+
+HOMES = {"parses JSON": "minibert/files.py", "defines corpus_": "minibert/run/corpus.py",
+         "adds --device": "minibert/run/flags.py"}
+
+
+def test_the_home_checks_catch_each_kind_of_break():
+    """Each rule's break, seen on a one-line example: an experiment in `make run`, JSON parsed
+    with json.loads (or an imported `loads`), the corpus cache's function defined again, --device
+    added by hand, a reference module naming the cache's files."""
+    makefile = "run: setup\n\tpython train_mlm.py\n\tpython -m experiments.probes --summary x\n\nx:\n\tpython -m experiments.compare\n"
+    assert make_recipe(makefile, "run") == ["python train_mlm.py", "python -m experiments.probes --summary x"]
+    assert experiment_calls(make_recipe(makefile, "run")) == ["python -m experiments.probes --summary x"]
+    assert experiment_calls(["python experiments/compare.py methods"]) == ["python experiments/compare.py methods"]
+    assert experiment_calls(["python probe.py --summary runs/mlm-en"]) == []
+    assert home_violations("import json\nd = json.loads(text)") == ["<file>:2: parses JSON"]
+    assert home_violations("from json import load") == ["<file>:1: parses JSON"]
+    assert home_violations("def corpus_blocks(folder):\n    pass") == ["<file>:1: defines corpus_blocks"]
+    assert home_violations("p.add_argument('--device', default='cpu')") == ["<file>:1: adds --device"]
+    assert home_violations("import json\ntext = json.dumps({})\np.add_argument('--devices')\nadd_device(p)") == []
+    assert corpus_file_names("path = os.path.join(folder, 'pretrain', 'train.txt')") == [
+        "<file>:1: names the corpus cache's 'pretrain'"]
+    assert corpus_file_names("x = f'tokenizer-{n}.json'") == ["<file>:1: names the corpus cache's 'tokenizer-'"]
+
+
+def test_make_run_calls_no_experiment():
+    """`make run` is what a user runs: it calls the scripts, never a module of experiments/."""
+    recipe = make_recipe((ROOT / "Makefile").read_text(encoding="utf-8"), "run")
+    assert any("train_mlm.py" in line for line in recipe)
+    assert experiment_calls(recipe) == []
+
+
+def test_json_parsing_the_corpus_cache_and_device_each_have_one_home():
+    """Outside tests: JSON is parsed only in minibert/files.py, the corpus cache's functions are
+    defined only in minibert/run/corpus.py, --device is added only in minibert/run/flags.py (no
+    script excepted), and no reference module (minibert/*.py) names a file of the corpus cache."""
+    found = []
+    for rel in project_files():
+        source = (ROOT / rel).read_text(encoding="utf-8")
+        found += [v for v in home_violations(source, str(rel))
+                  if not any(kind in v and str(rel) == home for kind, home in HOMES.items())]
+        if rel.parent == pathlib.Path("minibert"):
+            found += corpus_file_names(source, str(rel))
+    defined = home_violations((ROOT / "minibert" / "run" / "corpus.py").read_text(encoding="utf-8"))
+    assert {v.split("defines ")[1] for v in defined if "defines" in v} == CORPUS_CACHE
+    assert found == []

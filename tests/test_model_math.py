@@ -6,7 +6,7 @@ Each test names the requirement it checks (S-numbers: docs/spec.md).
 import pytest
 import torch
 
-from minibert import BertForSequenceClassification, BertModel
+from minibert import BertForClassification, BertForMaskedLM, BertForSequenceClassification, BertModel
 from minibert.model import SelfAttention, additive_mask, sum_embeddings
 
 from conftest import assert_close, perturb_, tiny_config
@@ -212,28 +212,162 @@ def test_attention_probabilities_are_returned_per_layer(batch):
     assert_close(out.last_hidden_state, plain.last_hidden_state, atol=1e-6, what="same output")
 
 
-def test_dropout_is_active_in_training_mode_only(batch):
-    """Two train-mode passes differ (dropout), two eval-mode passes are identical."""
+INIT_STD = 0.02
+
+
+def initialised_tensors(model):
+    """(name, kind, tensor) for every weight HF's _init_weights sets: 'normal' for Linear and
+    Embedding weights (an Embedding's padding row left out, checked apart), 'zero' for biases
+    (the MLM head's decoder bias included), 'one' for LayerNorm weights."""
+    out = []
+    for mname, m in model.named_modules():
+        if isinstance(m, torch.nn.Linear):
+            out += [(f"{mname}.weight", "normal", m.weight), (f"{mname}.bias", "zero", m.bias)]
+        elif isinstance(m, torch.nn.Embedding):
+            keep = torch.ones(m.num_embeddings, dtype=torch.bool)
+            if m.padding_idx is not None:
+                keep[m.padding_idx] = False
+            out.append((f"{mname}.weight", "normal", m.weight[keep]))
+        elif isinstance(m, torch.nn.LayerNorm):
+            out += [(f"{mname}.weight", "one", m.weight), (f"{mname}.bias", "zero", m.bias)]
+    return out
+
+
+@pytest.mark.parametrize("build", [
+    lambda c: BertModel(c), lambda c: BertForMaskedLM(c), lambda c: BertForSequenceClassification(c, 3),
+    lambda c: BertForClassification(BertModel(c), 3)], ids=["BertModel", "MaskedLM", "SequenceClassification",
+                                                            "Classification"])
+def test_hf_initialisation(build):
+    """HF's BertPreTrainedModel._init_weights (transformers 5: PreTrainedModel._init_weights plus
+    the MLM decoder bias): Linear and Embedding weights N(0, initializer_range), Linear biases 0,
+    an Embedding's padding_idx row 0 (the word table's row pad_token_id), LayerNorm weight 1 and
+    bias 0; the MLM head's decoder bias 0. Every such tensor of every model class is checked.
+
+    Statistics (seed 0, initializer_range 0.02, n values in one tensor): the sample mean of
+    N(0, s) has sd s / sqrt(n), the sample std has sd s / sqrt(2n); each must lie within 5 sd
+    (one false alarm in ~1.7 million per check). The smallest tensor, the token-type table (2 x 32,
+    n = 64), thus allows std 0.02 +- 0.0088 and mean +- 0.0125; the word table (98 x 32) std
+    0.02 +- 0.0013. PyTorch's own Linear init (Kaiming uniform, std 1/sqrt(3 * in) = 0.102 for
+    in = 32) or std 0.01 fail by far. Normal, not merely the right std: pooled over every normal
+    tensor (n = 18,208 for BertModel), the share of values within one sd is 0.6827 for a normal
+    (0.5774 for a uniform of the same std) with binomial sd sqrt(0.6827 * 0.3173 / n) = 0.0034:
+    5 sd is +-0.017."""
+    torch.manual_seed(0)
+    model = build(tiny_config())
+    assert model.config.initializer_range == INIT_STD
+    words = model.base_model.embeddings.word_embeddings
+    assert words.padding_idx == model.config.pad_token_id == 0
+    assert words.weight[0].abs().max() == 0, "padding row"
+    pooled = []
+    for name, kind, t in initialised_tensors(model):
+        t = t.detach().flatten()
+        if kind == "zero":
+            assert t.abs().max() == 0, name
+        elif kind == "one":
+            assert torch.equal(t, torch.ones_like(t)), name
+        else:
+            n = t.numel()
+            assert abs(t.mean().item()) < 5 * INIT_STD / n ** 0.5, (name, t.mean().item())
+            assert abs(t.std().item() - INIT_STD) < 5 * INIT_STD / (2 * n) ** 0.5, (name, t.std().item())
+            pooled.append(t)
+    if isinstance(model, BertForMaskedLM):
+        assert model.mlm_head.bias.abs().max() == 0, "decoder bias"
+    pooled = torch.cat(pooled)
+    share = (pooled.abs() < INIT_STD).float().mean().item()
+    assert abs(share - 0.6827) < 5 * (0.6827 * 0.3173 / pooled.numel()) ** 0.5, share
+    n_params = sum(p.numel() for p in model.parameters())
+    n_checked = sum(t.numel() for _, _, t in initialised_tensors(model)) + (
+        model.mlm_head.bias.numel() if isinstance(model, BertForMaskedLM) else 0) + model.config.hidden_size
+    assert n_checked == n_params, "a parameter that no rule above covers"
+
+
+def test_seed_decides_the_initial_weights():
+    """torch.manual_seed(s) before building: the same seed gives bit-identical weights (and
+    outputs), another seed other weights in every tensor drawn at random."""
+    def build(seed):
+        torch.manual_seed(seed)
+        return BertForMaskedLM(tiny_config()).state_dict()
+
+    a, b, c = build(0), build(0), build(1)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    drawn = [k for k in a if a[k].dim() == 2]
+    assert drawn and all(not torch.equal(a[k], c[k]) for k in drawn)
+
+
+def hf_twin(model, attn="eager"):
+    """The same weights in transformers' class of the same name (saved and loaded in HF's layout)."""
+    import tempfile
+
+    import transformers
+
+    with tempfile.TemporaryDirectory() as d:
+        model.save_pretrained(d)
+        return getattr(transformers, type(model).__name__).from_pretrained(d, attn_implementation=attn)
+
+
+DROPOUT_SITES = {  # HF's BertModel: where each dropout acts, and which probability it uses
+    "hidden": "the embeddings' output, the attention output before its residual add, the feed-forward "
+              "output before its residual add (and the classification head's input, by default)",
+    "attention": "the attention probabilities, after the softmax and before they weight the values",
+}
+
+
+@pytest.mark.parametrize("hidden, attention", [(0.3, 0.0), (0.0, 0.3), (0.2, 0.4)],
+                         ids=["hidden-only", "attention-only", "both"])
+@pytest.mark.parametrize("cls", [BertModel, BertForSequenceClassification])
+def test_dropout_sites_and_order_are_hfs(batch, cls, hidden, attention):
+    """Train mode, one seed: minibert and transformers' eager BertModel (same weights) draw the
+    same dropout masks in the same order on tensors of the same shapes only if dropout acts at
+    the same places (DROPOUT_SITES) with the same probabilities: the outputs then agree to float
+    rounding (atol 1e-5, as the eval-mode parity), while a dropout that is missing, added or moved
+    shifts every later mask and changes the output at O(1) scale. The written-out attention is
+    compared (use_sdpa=False); SDPA's dropout draws its own masks, see the next test.
+    The same check holds with one kind of dropout at a time (hidden-only, attention-only), so each
+    kind is placed right on its own. And dropout must change something: the train-mode output
+    differs from the eval-mode one by more than 1e-3."""
     ids, mask, types = batch
-    model = BertModel(tiny_config())
-    a, b = model(ids, mask, types).last_hidden_state, model(ids, mask, types).last_hidden_state
-    assert not torch.allclose(a, b)
+    config = tiny_config(use_sdpa=False, hidden_dropout_prob=hidden, attention_probs_dropout_prob=attention)
+    torch.manual_seed(0)
+    ours = perturb_(cls(config) if cls is BertModel else cls(config, 2))
+    hf = hf_twin(ours)
+    ours.train(), hf.train()
+
+    def out(model, seed):
+        torch.manual_seed(seed)
+        o = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        return (o.logits if hasattr(o, "logits") else o.last_hidden_state * mask[..., None]).detach()
+
+    a, b = out(ours, 5), out(hf, 5)
+    assert_close(a, b, atol=1e-5, what="train-mode output, same seed")
+    ours.eval()
+    assert (out(ours, 5) - a).abs().max() > 1e-3, "dropout changed nothing in train mode"
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True], ids=["written-out", "sdpa"])
+@pytest.mark.parametrize("site", ["hidden", "attention"])
+def test_each_dropout_acts_in_train_mode_only(batch, site, use_sdpa):
+    """One kind of dropout at p = 0.5, the other at 0: in train mode the output changes against
+    eval mode and between two seeds (a 0.5 mask over hundreds of units cannot repeat by chance),
+    and one seed repeats exactly; in eval mode every forward is identical whatever the seed. With
+    use_sdpa the attention dropout is SDPA's dropout_p, which must also act in train mode only."""
+    ids, mask, types = batch
+    p = dict(hidden=0.0, attention=0.0)
+    p[site] = 0.5
+    model = perturb_(BertModel(tiny_config(use_sdpa=use_sdpa, hidden_dropout_prob=p["hidden"],
+                                           attention_probs_dropout_prob=p["attention"])))
+
+    def out(seed):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            return model(ids, mask, types).last_hidden_state * mask[..., None]
+
+    model.train()
+    t0, t0_again, t1 = out(0), out(0), out(1)
     model.eval()
-    assert torch.equal(model(ids, mask, types).last_hidden_state, model(ids, mask, types).last_hidden_state)
-
-
-def test_hf_initialisation():
-    """HF's init: matrices and embeddings N(0, 0.02), biases 0, LayerNorm 1/0, padding row 0.
-    Over the 99x32 word-embedding table (3,136 non-padding values) the sample std of
-    N(0, 0.02) lies within 0.02 * (1 +- 4/sqrt(2*3136)) = [0.019, 0.021]."""
-    model = BertModel(tiny_config())
-    words = model.embeddings.word_embeddings.weight
-    assert words[0].abs().max() == 0  # pad_token_id = 0
-    assert 0.019 < words[1:].std().item() < 0.021
-    layer = model.layers[0]
-    assert layer.attention.query.bias.abs().max() == 0
-    assert torch.equal(layer.output_norm.weight, torch.ones(32)) and layer.output_norm.bias.abs().max() == 0
-    assert 0.015 < layer.intermediate.weight.std().item() < 0.025
+    e0, e1 = out(0), out(1)
+    assert torch.equal(t0, t0_again)
+    assert (t0 - t1).abs().max() > 1e-2 and (t0 - e0).abs().max() > 1e-2
+    assert torch.equal(e0, e1)
 
 
 def test_bad_inputs_raise_clear_errors(batch):

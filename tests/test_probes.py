@@ -1,17 +1,20 @@
-"""minibert/run/probes.py and `python -m experiments.probes`: what a checkpoint has learned."""
+"""minibert/run/probes.py and `python probe.py`: what a checkpoint has learned."""
 
+import argparse
 import json
 import math
+import os
+import shutil
 
 import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+import probe as command
 import train_mlm
-from conftest import assert_close, perturb_, tiny_config
+from conftest import assert_close, perturb_, refusal, tiny_config
 from data.prepare import CACHE
-from experiments import probes as command
-from minibert import BertConfig, BertForMaskedLM, BertModel, MaskingVocab, mask_batch
+from minibert import BertConfig, BertForMaskedLM, BertModel, CheckpointError, MaskingVocab, mask_batch
 from minibert.masking import VALID_MASK_SEED, fixed_masking
 from minibert.run.baselines import MAX_ITER
 from minibert.run.probes import (PROBE_MAX_ITER, SOURCES, AgreementItem, NGramCounts, agreement_input,
@@ -297,5 +300,69 @@ def test_the_command_refuses_what_it_cannot_probe(tmp_path):
     for bad in (["--checkpoint", str(tmp_path)], ["--run", str(tmp_path)], ["--summary", str(tmp_path)],
                 ["--checkpoint", "minilm", "--budgets", "ten"], ["--checkpoint", "minilm", "--budgets", "1"],
                 ["--checkpoint", "minilm", "--budgets", "9000"]):
-        with pytest.raises(SystemExit):
+        with refusal(r"\S"):  # one line, whatever it says
             command.main([*bad, "--out", str(tmp_path / "out")])
+
+
+def saved_run(folder, seq_len=64, mask_prob=0.2, seed=3, corpus_name="en"):
+    """A training_state.pt in `folder` as train_mlm.py writes it, reduced to what the probes read:
+    the run's flags (and, unless None, the prepared corpus's name, which runs before it lacked)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {"step": 20, "args": {"corpus": ["en"], "seq_len": seq_len, "mask_prob": mask_prob, "seed": seed,
+                                  "vocab_size": 8192}}
+    if corpus_name is not None:
+        state["corpus_name"] = corpus_name
+    torch.save(state, folder / "training_state.pt")
+    return str(folder)
+
+
+def test_the_probes_take_the_flags_the_run_saved(tmp_path):
+    """A run saved seq_len 64, mask_prob 0.2, seed 3: they are taken, not probe.py's 128, 0.3, 0;
+    a run older than corpus_name gives its --corpus (["en"] -> "en"); a checkpoint with no
+    training_state.pt takes the flags given, else train_mlm.py's defaults; its twin, --seed or 0.
+    A flag given that differs from the run's, runs that differ in --seq-len (one masked text
+    serves all), and a training_state.pt cut short: one line each."""
+    a = saved_run(tmp_path / "a")
+    old = saved_run(tmp_path / "old", corpus_name=None)
+    hf = str(tmp_path / "hf")
+
+    def settled(folders, **given):
+        args = argparse.Namespace(**{"corpus": None, "seq_len": None, "mask_prob": None, "seed": None, **given})
+        command.settle_flags(args, folders)
+        return (args.corpus, args.seq_len, args.mask_prob), args.seeds
+
+    assert settled([a]) == (("en", 64, 0.2), {a: 3})
+    assert settled([a, hf], seq_len=64, seed=3) == (("en", 64, 0.2), {a: 3, hf: 3})
+    assert settled([old]) == (("en", 64, 0.2), {old: 3})
+    assert settled([hf]) == (("en", 128, 0.3), {hf: 0})
+    assert settled([hf], corpus="zh", seq_len=32, mask_prob=0.15, seed=7) == (("zh", 32, 0.15), {hf: 7})
+    b = saved_run(tmp_path / "b", seq_len=128)
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "training_state.pt").write_bytes((tmp_path / "a" / "training_state.pt").read_bytes()[:50])
+    for folders, given, pattern in (([a], {"seq_len": 128}, "--seq-len 128: .* was trained with 64"),
+                                    ([a], {"seed": 0}, "--seed 0: .* was trained with 3"),
+                                    ([a, b], {}, r"different --seq-len \(64, 128\); probe them one at a time")):
+        with refusal(pattern):
+            settled(folders, **given)
+    with pytest.raises(CheckpointError, match="does not read back as train_mlm.py's training state"):
+        settled([str(tmp_path / "cut")])
+
+
+def test_the_command_hands_the_runs_own_flags_to_the_probes(tmp_path, tiny_run, monkeypatch):
+    """--summary on a run whose newest checkpoint saved --seq-len 64 --mask-prob 0.2 --seed 3
+    (tiny_run's step-000020, its training_state.pt added): the probes are asked for 64-token
+    blocks masked at 0.2, of the `en` corpus, and the twin of seed 3; the same checkpoint
+    without its training_state.pt gets probe.py's defaults 128, 0.3 and seed 0. (What the
+    probes then do with seq_len and mask_prob, the tests above check.)"""
+    asked = []
+    monkeypatch.setattr(command, "summary", lambda path, corpus, labelled, budget, seed, seq_len, mask_prob, device:
+                        asked.append((path, os.path.basename(corpus), budget, seed, seq_len, mask_prob)))
+    monkeypatch.setattr(command, "summary_line", lambda s: "line")
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / "step-000020"
+    shutil.copytree(tiny_run / "checkpoints" / "step-000020", ckpt)
+    saved_run(ckpt)
+    command.main(["--summary", str(run), "--budgets", "40"])
+    (ckpt / "training_state.pt").unlink()
+    command.main(["--summary", str(run), "--budgets", "40"])
+    assert asked == [(str(ckpt), "en", 40, 3, 64, 0.2), (str(ckpt), "en", 40, 0, 128, 0.3)]

@@ -160,8 +160,13 @@ def test_masking_and_the_whole_training_step_compile_as_one_graph():
 def test_train_mlm_compiled_follows_the_eager_run(tmp_path, corpus):
     """train_mlm.py --compile (inductor on this CPU; the slots step, one graph) against the eager
     run with the same seed, dropout 0: the same masks, so the logged training losses of 6 steps
-    agree to 1e-4 (compiled kernels sum in another order), and so does the validation loss."""
+    agree to 1e-4 (compiled kernels sum in another order), and so does the validation loss.
+    And --compile did compile: TorchDynamo turned at least one new graph into code during the
+    compiled run and none during the eager one (torch._dynamo's unique_graphs counter), so the
+    comparison is not eager against eager."""
     import json
+
+    from torch._dynamo.utils import counters
 
     import train_mlm
 
@@ -172,7 +177,11 @@ def test_train_mlm_compiled_follows_the_eager_run(tmp_path, corpus):
                         "--dropout", "0", "--no-progress", *extra])
         return [json.loads(line) for line in open(out / "metrics.jsonl")]
 
-    eager, compiled = run(tmp_path / "eager"), run(tmp_path / "compiled", "--compile")
+    graphs = counters["stats"]["unique_graphs"]
+    eager = run(tmp_path / "eager")
+    assert counters["stats"]["unique_graphs"] == graphs, "the eager run compiled a graph"
+    compiled = run(tmp_path / "compiled", "--compile")
+    assert counters["stats"]["unique_graphs"] > graphs, "--compile compiled nothing"
     for a, b in zip(eager, compiled, strict=True):
         for key in ("train_loss", "valid_loss"):
             if key in a:

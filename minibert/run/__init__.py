@@ -10,6 +10,7 @@ stop a script with `die`.
 - classification: a classifier built from a checkpoint, what trains, evaluation and export;
 - baselines: the majority class and bag-of-words logistic regression;
 - exercises: the exercises' helpers (S17, S18, S28) and their sentence sets.
+- report: markdown tables, and matplotlib figures drawn in memory for the one atomic writer.
 """
 
 import sys

@@ -30,6 +30,13 @@ def build_classifier(checkpoint: str, head: str, num_labels: int, id2label: dict
     backbone = BertModel.from_pretrained(checkpoint, hidden_dropout_prob=dropout,
                                          attention_probs_dropout_prob=dropout, use_sdpa=True, unpad=True)
     backbone.config.id2label = id2label
+    return classifier_on(backbone, head, num_labels)
+
+
+def classifier_on(backbone: BertModel, head: str, num_labels: int):
+    """A new `head` ("pooler" or "cls", see HEADS) of num_labels outputs over `backbone`,
+    initialised from the global seed: finetune.py and the studies build theirs here, so one seed
+    gives both the same head."""
     if head == "cls":
         return BertForClassification(backbone, num_labels)
     model = BertForSequenceClassification(backbone.config, num_labels)

@@ -13,7 +13,7 @@ import os
 import torch
 
 from ..files import parse_json
-from ..text import pad_batch
+from ..text import pad_batch, plain_tokenizer
 
 
 class InputError(ValueError):
@@ -126,9 +126,7 @@ def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: st
 
 def token_ids(tokenizer, texts: list[str], max_length: int | None = None) -> list[list[int]]:
     """The ids of each text, [CLS] w1 ... wn [SEP], cut to `max_length` by `truncate` (None: whole)."""
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    ids = [e.ids for e in tokenizer.encode_batch(texts)]
+    ids = [e.ids for e in plain_tokenizer(tokenizer).encode_batch(texts)]
     return ids if max_length is None else [truncate(i, max_length) for i in ids]
 
 
@@ -141,10 +139,15 @@ def batches(data: dict, batch_size: int, pad_id: int, order=None):
     """({"input_ids", "attention_mask"}, labels) batches of `data` (from `encode`), in `order`,
     each padded to its own longest row."""
     order = order if order is not None else torch.arange(len(data["ids"]))
-    for i in range(0, len(order), batch_size):
-        rows = order[i:i + batch_size].tolist()
-        ids, mask = pad_batch([data["ids"][r] for r in rows], pad_id)
-        yield {"input_ids": ids, "attention_mask": mask}, data["labels"][rows]
+    for rows in order.split(batch_size):
+        yield batch_of(data, rows, pad_id), data["labels"][rows]
+
+
+def batch_of(data: dict, rows: torch.Tensor, pad_id: int) -> dict:
+    """{"input_ids", "attention_mask"}, each (B, T), of the rows `rows` (B,) of `data`, padded to
+    the longest of them."""
+    ids, mask = pad_batch([data["ids"][r] for r in rows.tolist()], pad_id)
+    return {"input_ids": ids, "attention_mask": mask}
 
 
 def label_subsets(n_train: int, budgets) -> list[list[int]]:

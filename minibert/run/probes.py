@@ -37,21 +37,24 @@ C hidden size, V vocabulary, K labels.
     validation from PROBE_L2_GRID; the test split is scored once.
 
 `summary` runs all three on one checkpoint and its twin, quickly; `summary_line` prints it.
+`run_flags` reads what a train_mlm.py checkpoint was trained with (corpus, --seq-len, --mask-prob,
+--seed), so that the probes measure it as its run did.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 import torch
 from tokenizers import Tokenizer
 
-from ..checkpoint import load_tokenizer
+from ..checkpoint import CheckpointError, load_tokenizer
 from ..config import BertConfig
 from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, fixed_masking
 from ..model import BertForMaskedLM, BertModel
-from ..text import Blocks, pad_batch, tokenize_lines
+from ..text import Blocks, pad_batch, plain_tokenizer, tokenize_lines
 from .corpus import corpus_blocks, corpus_lines
 from .baselines import SoftmaxRegression, best, fits
 from .labelled import label_subsets, read_split, scores, split_files, truncate
@@ -71,6 +74,24 @@ def load_mlm(path: str) -> BertForMaskedLM:
     return BertForMaskedLM.from_pretrained(path, use_sdpa=True, unpad=True).eval()
 
 
+def run_flags(checkpoint: str) -> dict | None:
+    """What the probes must share with the train_mlm.py run that wrote `checkpoint`, read from the
+    flags its training_state.pt saved: {"corpus": the prepared corpus's name, "seq_len",
+    "mask_prob", "seed"}. None for a checkpoint without that file (a HuggingFace folder, MiniLM);
+    a CheckpointError (one line) for one that does not read back."""
+    path = os.path.join(checkpoint, "training_state.pt")
+    if not os.path.isfile(path):
+        return None
+    try:
+        state = torch.load(path, weights_only=True)
+        saved = state["args"]
+        corpus = state.get("corpus_name") or " ".join(saved["corpus"])  # a run older than corpus_name: its --corpus
+        return {"corpus": corpus, "seq_len": saved["seq_len"], "mask_prob": saved["mask_prob"], "seed": saved["seed"]}
+    except Exception as e:  # cut short, not a dict, a flag missing: torch.load raises many kinds
+        what = f"{type(e).__name__}: {e}"
+        raise CheckpointError(f"{path} does not read back as train_mlm.py's training state ({what})") from None
+
+
 def random_twin(path: str, seed: int = 0) -> BertForMaskedLM:
     """The checkpoint's config with fresh weights, in eval mode: torch seeded with `seed`, then
     BertForMaskedLM(config), the two calls with which train_mlm.py starts a run, so with the run's
@@ -80,14 +101,6 @@ def random_twin(path: str, seed: int = 0) -> BertForMaskedLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return BertForMaskedLM(config).eval()
-
-
-def plain(tokenizer: Tokenizer) -> Tokenizer:
-    """A copy of `tokenizer` that neither pads nor truncates (a saved tokenizer.json may do both)."""
-    tok = Tokenizer.from_str(tokenizer.to_str())
-    tok.no_padding()
-    tok.no_truncation()
-    return tok
 
 
 # ---- (a) masked-token loss against n-gram models ------------------------------------------------
@@ -323,7 +336,7 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
 
 def encode_texts(tokenizer: Tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
     """[CLS] ... [SEP] ids of each text, cut to max_length (the final [SEP] kept)."""
-    return [truncate(e.ids, max_length) for e in plain(tokenizer).encode_batch(texts)]
+    return [truncate(e.ids, max_length) for e in plain_tokenizer(tokenizer).encode_batch(texts)]
 
 
 @torch.no_grad()

@@ -65,12 +65,13 @@ def adamw(params, lr: float, weight_decay: float, fused: bool = True,
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **kernel)
 
 
-def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> float:
-    """Multiplier of the peak rate at optimizer step `step` (0-based): linear warm-up from 1/warmup
-    to 1 over `warmup` steps, then linear or cosine decay to 0 at `total`."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
+def lr_factor(done: int, total: int, warmup: int, schedule: str = "linear") -> float:
+    """Multiplier of the peak rate for the step after `done` updates (LambdaLR's count: 0 for the
+    first step): linear warm-up from 1/warmup to 1 over `warmup` steps, then linear or cosine
+    decay to 0 at `total`."""
+    if done < warmup:
+        return (done + 1) / warmup
+    progress = (done - warmup) / max(1, total - warmup)
     if schedule == "linear":
         return max(0.0, 1.0 - progress)
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
@@ -78,12 +79,12 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str = "linear") -> f
 
 def finetuning_optimizer(params, lr: float, total_steps: int, weight_decay: float = 0.01,
                          fused: bool = True) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """Fine-tuning's AdamW (PyTorch's betas (0.9, 0.999) and eps 1e-8; pretraining uses BERT's
-    (0.9, 0.98) and 1e-6) and its schedule: linear warm-up over the first 10% of `total_steps`,
+    """Fine-tuning's AdamW (PyTorch's betas (0.9, 0.999) and eps 1e-8; pretraining uses
+    RoBERTa's (0.9, 0.98) and 1e-6) and its schedule: linear warm-up over the first 10% of `total_steps`,
     then linear decay to 0."""
     optimizer = adamw(params, lr, weight_decay, fused)
     warmup = max(1, int(0.1 * total_steps))
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, warmup))
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: lr_factor(done, total_steps, warmup))
 
 
 def update(loss: torch.Tensor, params: list, optimizer, scheduler, clip: float = 1.0) -> None:

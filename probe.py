@@ -1,10 +1,10 @@
 """Probes of what a pretrained checkpoint has learned, beside its random-init twin and simple
 baselines, on text it never pretrained on (minibert/run/probes.py says what each probe measures):
 
-    python -m experiments.probes --checkpoint runs/mlm-en            # + its random init, baselines
-    python -m experiments.probes --checkpoint runs/mlm-en minilm     # + MiniLM's frozen features (c)
-    python -m experiments.probes --run runs/mlm-en                   # every checkpoint of one run
-    python -m experiments.probes --summary runs/mlm-en               # one line (what `make run` prints)
+    python probe.py --checkpoint runs/mlm-en            # + its random init, baselines
+    python probe.py --checkpoint runs/mlm-en minilm     # + MiniLM's frozen features (c)
+    python probe.py --run runs/mlm-en                   # every checkpoint of one run
+    python probe.py --summary runs/mlm-en               # one line (what `make run` prints)
 
 (a) masked-token loss and accuracy on the validation split, masked as train_mlm.py masks it,
 beside unigram and bigram models counted on the training split; (b) number agreement (is/are,
@@ -14,19 +14,24 @@ hidden states of the labelled sentiment sentences, at nested seeded label budget
 bag-of-words and the majority class.
 
 --checkpoint takes checkpoint or train_mlm.py run folders (a run folder: its newest checkpoint),
-`random:FOLDER` (FOLDER's config and tokenizer, fresh weights from --seed), and `minilm` (the real
-pretrained MiniLM-L6; it has no MLM head, so only (c)). Every checkpoint named gets its random
+`random:FOLDER` (FOLDER's config and tokenizer, fresh weights from its run's seed), and `minilm` (the
+real pretrained MiniLM-L6; it has no MLM head, so only (c)). Every checkpoint named gets its random
 twin beside it. --run probes every `checkpoints/step-NNNNNN` of one run, the random init as step
 0, and draws each probe against the step. Both write results.json and report.md (and, for --run,
 probes_vs_step.png) to --out: a folder that is new or empty, or one these probes wrote (its
 run.json says "probes"); their files there are replaced, nothing else is ever written.
+
+The probes measure a checkpoint as its run was trained: a train_mlm.py checkpoint's
+training_state.pt holds the run's flags, and its corpus, --seq-len, --mask-prob and --seed are
+used (so (a) is the valid_loss train_mlm.py reported, and the twin its step 0). Those flags given
+here are for checkpoints without one (a HuggingFace folder; default: train_mlm.py's en, 128, 0.3,
+0); one given that differs from a run's own is refused, as are runs of different corpus, --seq-len
+or --mask-prob probed together (they share one masked text).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import os
 import sys
 import time
@@ -34,16 +39,18 @@ import time
 import torch
 
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
-from experiments.compare import table
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
 from minibert.run import die
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
-from minibert.run.folders import check_run_folder, checkpoints, claim_run_folder, resolve_checkpoint
+from minibert.run.flags import PROBABILITY, SEED, add_device, check_ranges
+from minibert.run.folders import check_run_folder, checkpoints, claim_run_folder, resolve_checkpoint, write_json
 from minibert.run.labelled import InputError, label_subsets, scores
 from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, ProbeText, frozen_probes, labelled_splits,
-                                 load_mlm, random_twin, summary, summary_line)
+                                 load_mlm, random_twin, run_flags, summary, summary_line)
+from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
+from minibert.run.training import pick_device
 
 PLOT = "probes_vs_step.png"  # --run's plot, in --out
 
@@ -52,8 +59,9 @@ def budget_name(n: int | None) -> str:
     return "all" if n is None else str(n)
 
 
-def open_spec(spec: str, seed: int) -> dict:
-    """{"name", "spec", "path", "mlm" (a BertForMaskedLM, or None for MiniLM), "encoder", "tokenizer"}."""
+def open_spec(spec: str, seeds: dict[str, int]) -> dict:
+    """{"name", "spec", "path", "mlm" (a BertForMaskedLM, or None for MiniLM), "encoder", "tokenizer"};
+    `seeds`: the twin's seed of each checkpoint folder (settle_flags)."""
     pretrained = not spec.startswith("random:")
     folder = spec if pretrained else spec[len("random:"):]
     if folder == "minilm":
@@ -67,10 +75,13 @@ def open_spec(spec: str, seed: int) -> dict:
     if not os.path.isfile(os.path.join(path, "config.json")) or not os.path.isfile(os.path.join(path, "tokenizer.json")):
         die(f"{folder} is neither `minilm` nor a checkpoint folder with config.json and tokenizer.json; "
             "pretrain one first with `make run` (it writes runs/mlm-en)")
-    mlm = load_mlm(path) if pretrained else random_twin(path, seed)
-    where = os.path.normpath(folder) if path == folder else f"{os.path.normpath(folder)} ({os.path.basename(path)})"
-    twin = f"random init ({os.path.normpath(folder)}'s config and tokenizer, seed {seed})"
-    name = f"minibert {where}" if pretrained else twin
+    if pretrained:
+        mlm = load_mlm(path)
+        where = os.path.normpath(folder) if path == folder else f"{os.path.normpath(folder)} ({os.path.basename(path)})"
+        name = f"minibert {where}"
+    else:
+        mlm = random_twin(path, seeds[path])
+        name = f"random init ({os.path.normpath(folder)}'s config and tokenizer, seed {seeds[path]})"
     return {"name": name, "spec": spec, "path": path, "mlm": mlm, "encoder": mlm.bert, "tokenizer": load_tokenizer(path)}
 
 
@@ -227,8 +238,9 @@ def write(out: str, results: dict, text: str, png: bytes | None = None) -> None:
     """results.json, report.md (and the plot) into --out, a probes run folder (claimed here,
     checked before the probes ran), through files.write_file: never through a link."""
     lock = claim_run_folder(out, "probes", resume=True)
-    files = {"results.json": json.dumps(results, indent=1).encode(), "report.md": text.encode(), PLOT: png}
+    files = {"report.md": text.encode("utf-8"), PLOT: png}
     try:
+        write_json(os.path.join(out, "results.json"), results)
         for name, data in files.items():
             if data is not None:
                 write_file(os.path.join(out, name), data)
@@ -241,7 +253,7 @@ def write(out: str, results: dict, text: str, png: bytes | None = None) -> None:
 
 
 def checkpoint_mode(args, prober: Prober) -> dict:
-    rows = [prober.probe(open_spec(spec, args.seed)) for spec in with_twins(args.checkpoint)]
+    rows = [prober.probe(open_spec(spec, args.seeds)) for spec in with_twins(args.checkpoint)]
     labels = prober.label_baselines()
     lines = [[r["name"], *model_cells(prober, r)] for r in rows] + baseline_lines(prober, labels)
     pairs = agreement_rows(rows, prober, lambda r: r["name"])
@@ -257,36 +269,31 @@ def checkpoint_mode(args, prober: Prober) -> dict:
 
 def run_mode(args, prober: Prober) -> dict:
     found = checkpoints(args.run)
-    if not found:
-        die(f"--run {args.run}: no checkpoints/step-NNNNNN folder in it; give a train_mlm.py run folder")
     rows = []
-    twin = prober.probe(open_spec(f"random:{found[-1]}", args.seed))
+    twin = prober.probe(open_spec(f"random:{found[-1]}", args.seeds))
     rows.append({**twin, "step": 0})
     for path in found:
-        rows.append({**prober.probe(open_spec(path, args.seed)), "step": int(os.path.basename(path).split("-")[1])})
+        rows.append({**prober.probe(open_spec(path, args.seeds)), "step": int(os.path.basename(path).split("-")[1])})
     labels = prober.label_baselines()
     lines = [[f"{r['step']:,}" + (" (random init)" if r["step"] == 0 else ""), *model_cells(prober, r)] for r in rows]
     lines += baseline_lines(prober, labels)
     png = plot_run(rows, prober, labels, args.run)
     text = "\n".join([f"# probes along the run {args.run}", "", *describe(args, prober), "",
-                      f"Step 0 is a random init of the run's config and tokenizer (seed {args.seed}).", "",
+                      f"Step 0 is a random init of the run's config and tokenizer (seed {args.seeds[found[-1]]}).", "",
                       table(header(prober, "step"), lines), "", "Agreement by pair, accuracy / balanced accuracy:", "",
                       pair_table(agreement_rows(rows, prober, lambda r: f"step {r['step']:,}"))]
                      + (["", f"![probes against the step]({PLOT})"] if png else [])) + "\n"
     results = {"meta": meta(args), "steps": rows, "baselines": list(prober.baselines.values()), "labels": labels}
     write(args.out, results, text, png)
     print(text)
-    print(f"plot: {os.path.join(args.out, PLOT)}" if png else "no plot: matplotlib is not installed")
+    print(f"plot: {os.path.join(args.out, PLOT)}" if png else f"no plot: {NO_MATPLOTLIB}")
     return results
 
 
 def plot_run(rows: list[dict], prober: Prober, labels: dict, run: str) -> bytes | None:
     """The three probes against the step, as PNG bytes (None without matplotlib)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return None
     steps = [r["step"] for r in rows]
     base = next(iter(prober.baselines.values()))
@@ -322,16 +329,61 @@ def plot_run(rows: list[dict], prober: Prober, labels: dict, run: str) -> bytes 
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13))  # below, off the curves
     fig.suptitle(f"probes along {run}", fontsize=10)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
+    return figure_bytes(fig, dpi=110)
 
 
 def meta(args) -> dict:
     return {"command": args.command, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "threads": torch.get_num_threads(), "corpus": args.corpus, "seq_len": args.seq_len,
-            "mask_prob": args.mask_prob, "seed": args.seed, "budgets": [budget_name(b) for b in args.budgets]}
+            "mask_prob": args.mask_prob, "twin_seeds": args.seeds, "budgets": [budget_name(b) for b in args.budgets]}
+
+
+# ---- the run's own flags --------------------------------------------------------------------------
+
+DEFAULTS = {"corpus": "en", "seq_len": 128, "mask_prob": 0.3, "seed": 0}  # train_mlm.py's, where none is saved
+SHARED = ("corpus", "seq_len", "mask_prob")  # one masked text serves every model probed, so every run must agree
+AT_LEAST_5 = (lambda v: v >= 5, "at least 5 ([CLS] a [SEP] b [SEP])")
+
+
+def probed_checkpoints(args) -> list[str]:
+    """The minibert checkpoint folders this invocation probes (a run's newest stands for all of
+    its checkpoints: a resume never changes the flags the probes take); one line for a --run
+    without checkpoints or a --summary that is no checkpoint."""
+    if args.run:
+        found = checkpoints(args.run)
+        if not found:
+            die(f"--run {args.run}: no checkpoints/step-NNNNNN folder in it; give a train_mlm.py run folder")
+        return [found[-1]]
+    if args.summary:
+        path = resolve_checkpoint(args.summary)
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            die(f"--summary {args.summary}: not a checkpoint or run folder")
+        return [path]
+    folders = [spec.removeprefix("random:") for spec in args.checkpoint]
+    return list(dict.fromkeys(resolve_checkpoint(f) for f in folders if f != "minilm"))
+
+
+def settle_flags(args, folders: list[str]) -> None:
+    """Set args.corpus, seq_len and mask_prob, and args.seeds (each folder's twin seed), from the
+    flags the runs of `folders` saved (the module docstring says the rule); one line where a flag
+    given differs from a run's, or the runs differ in what the probed text shares."""
+    saved = {folder: run_flags(folder) for folder in folders}
+    for folder, flags in saved.items():
+        for key, value in (flags or {}).items():
+            given = getattr(args, key)
+            if given is not None and given != value:
+                die(f"--{key.replace('_', '-')} {given}: {folder} was trained with {value} (its training_state.pt); "
+                    "leave the flag out to probe it as it was trained")
+    runs = [flags for flags in saved.values() if flags]
+    for key in SHARED:
+        values = sorted({flags[key] for flags in runs})
+        if len(values) > 1:
+            die(f"the checkpoints were trained with different --{key.replace('_', '-')} "
+                f"({', '.join(map(str, values))}); probe them one at a time")
+        if getattr(args, key) is None:
+            setattr(args, key, values[0] if values else DEFAULTS[key])
+    fallback = DEFAULTS["seed"] if args.seed is None else args.seed
+    args.seeds = {folder: flags["seed"] if flags else fallback for folder, flags in saved.items()}
 
 
 def main(argv=None):
@@ -342,23 +394,23 @@ def main(argv=None):
     mode.add_argument("--run", metavar="FOLDER", help="a train_mlm.py run folder: probe every checkpoint of it")
     mode.add_argument("--summary", metavar="FOLDER", help="print one line for a checkpoint (or run folder's newest)")
     p.add_argument("--out", default="runs/probes", help="output folder (default: runs/probes)")
-    p.add_argument("--corpus", default="en", choices=["en", "en-large", "zh"],
-                   help="the pretraining corpus whose validation split is probed (default: en); its labelled set for (c)")
+    p.add_argument("--corpus", default=None, choices=["en", "en-large", "zh"],
+                   help="the pretraining corpus whose validation split is probed, its labelled set for (c) "
+                        "(default: the run's own; en for a checkpoint without training_state.pt)")
     p.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
     p.add_argument("--budgets", default="1000,all",
                    help="(c): comma-separated numbers of labelled training sentences, `all` for all (default: "
                         "1000,all); --summary uses the first")
-    p.add_argument("--seq-len", type=int, default=128,
-                   help="train_mlm.py's --seq-len: block and window length (default: 128)")
-    p.add_argument("--mask-prob", type=float, default=0.3, help="train_mlm.py's --mask-prob (default: 0.3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random-init twins (default: 0, train_mlm.py's)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"], help="where the models run (default: cpu)")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="train_mlm.py's --seq-len: block and window length (default: the run's own; 128 without one)")
+    p.add_argument("--mask-prob", type=float, default=None,
+                   help="train_mlm.py's --mask-prob (default: the run's own; 0.3 without one)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the random-init twins (default: the run's own --seed; 0 without one)")
+    add_device(p, default="cpu")
     args = p.parse_args(argv)
-    args.command = "python -m experiments.probes " + " ".join(argv if argv is not None else sys.argv[1:])
-    if not 0 < args.mask_prob <= 1:
-        p.error(f"--mask-prob must be in (0, 1], got {args.mask_prob}")
-    if args.seq_len < 5:
-        p.error(f"--seq-len must be at least 5, got {args.seq_len}")
+    args.command = "python probe.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    check_ranges(p, args, {"seq_len": AT_LEAST_5, "mask_prob": PROBABILITY, "seed": SEED})
     try:
         args.budgets = tuple(None if b.strip() == "all" else int(b) for b in args.budgets.split(","))
     except ValueError:
@@ -367,16 +419,17 @@ def main(argv=None):
         p.error(f"--budgets {args.budgets}: each at least 2, none named twice")
     if not args.summary:
         check_run_folder(args.out, "probes", resume=True)  # before any probe runs
+    args.device = pick_device(args.device)
     root = args.data_root or CACHE
     try:
+        folders = probed_checkpoints(args)
+        settle_flags(args, folders)
         args.corpus_folder = prepare(args.corpus, root=root)
         args.labelled_folder = labelled_folder("zh" if args.corpus == "zh" else "en", root=root)
         if args.summary:
-            path = resolve_checkpoint(args.summary)
-            if not os.path.isfile(os.path.join(path, "config.json")):
-                die(f"--summary {args.summary}: not a checkpoint or run folder")
-            line = summary_line(summary(path, args.corpus_folder, args.labelled_folder, args.budgets[0], args.seed,
-                                        args.seq_len, args.mask_prob, args.device))
+            (path,) = folders
+            line = summary_line(summary(path, args.corpus_folder, args.labelled_folder, args.budgets[0],
+                                        args.seeds[path], args.seq_len, args.mask_prob, args.device))
             print(line)
             return line
         texts, labels, names = labelled_splits(args.labelled_folder)

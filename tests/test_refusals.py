@@ -25,6 +25,7 @@ from minibert.checkpoint import read_header, save_file
 from minibert.files import append_line, write_file
 from minibert.run.folders import LOCK_FILE, checkpoints
 
+from conftest import refusal
 from test_faults import pretrain_args
 from test_finetune import run as finetune_run
 
@@ -35,26 +36,19 @@ def snapshot(root) -> dict:
             for p in sorted(root.rglob("*"))}
 
 
-def one_line_refusal(capsys, command, pattern: str) -> str:
-    """Run `command`: it must exit non-zero with one line matching `pattern` (a `die` message,
-    or argparse's error line after its usage) and print no traceback."""
-    with pytest.raises(SystemExit) as e:
+def one_line_refusal(capsys, command, pattern: str) -> None:
+    """Run `command`: it must refuse in ONE line matching `pattern` and print no traceback:
+    a `die` (exit status 1, the only line on standard error, starting "error: ") or argparse's
+    (exit status 2, its usage then one "PROG: error: " line): conftest.refusal_line."""
+    with refusal(pattern):
         command()
-    code = e.value.code
-    if isinstance(code, str):
-        line = code
-    else:
-        assert code not in (0, None)
-        line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "\n" not in line and re.search(pattern, line), line
-    return line
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory, corpus, setup):
     """A finished 2-step pretraining run (checkpoints at steps 1 and 2), its data cache, and a
     finished 1-epoch fine-tuning run (`cls`, with best/)."""
-    root = tmp_path_factory.mktemp("faults2")
+    root = tmp_path_factory.mktemp("refusals")
     train_mlm.main(pretrain_args(root / "pre", corpus, root / "cache", "--max-steps", "2", "--save-every", "1",
                                  "--keep", "5"))
     finetune_run(setup, root / "cls", "--epochs", "1")
@@ -311,7 +305,7 @@ def fill_disk(monkeypatch, module, name: str):
 @pytest.mark.parametrize("module,name,script,pattern", [
     ("minibert.run.folders", "training_state.pt", "mlm",
      r"cannot write the checkpoint of step 1 \(No space left on device\); stopping \(no checkpoint was written\)"),
-    ("minibert.text", "tokenizer-", "mlm", r"the data cache .*: No space left on device; free some space"),
+    ("minibert.run.corpus", "tokenizer-", "mlm", r"the data cache .*: No space left on device; free some space"),
     ("minibert.checkpoint", "tokenizer.json", "finetune", r"cannot write .*best \(No space left on device\)"),
 ], ids=["training-state", "data-cache-tokenizer", "export-tokenizer"])
 def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, capsys, monkeypatch, module, name,
@@ -433,10 +427,12 @@ def test_exercise_and_compare_refuse_a_damaged_encoder_and_a_file_as_out(base, t
                      f"--encoders {re.escape(str(damaged))}: .*config.json says 7 layers")
 
 
-def test_misleading_messages_are_fixed(base, corpus, setup, tmp_path, capsys):
-    """A changed corpus file says its text changed (not "(same path) then, (same path) now");
-    --no-fused-adamw on a resume is really applied; a pretraining run with no checkpoint yet is
-    said so, not "no tokenizer.json"."""
+def test_resume_names_what_changed(base, corpus, setup, tmp_path, capsys):
+    """Each message names the real cause: a corpus file whose text changed under the same path is
+    refused for its text ("its text: text-... then, text-... now"), not for a path that did not
+    change; --no-fused-adamw on a resume is announced and applied (the optimizer's groups run the
+    foreach kernel); a pretraining run with no checkpoint yet, given to fine-tuning, is said to be
+    one, not to lack tokenizer.json."""
     out = copy(base, "pre", tmp_path)
     changed = tmp_path / "corpus.txt"
     shutil.copy(corpus, changed)
@@ -524,7 +520,7 @@ def test_probes_out_is_checked_before_the_probes_and_written_without_following_a
     """--out a file, or a folder of other files (a report.md of the user's): one line before
     any data is read (the --data-root given does not exist). write() makes a probes run folder,
     rewrites only its own, and never writes through a link planted in it."""
-    from experiments import probes
+    import probe as probes
     (tmp_path / "file").write_text("x")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "report.md").write_text("my notes\n")

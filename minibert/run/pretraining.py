@@ -1,0 +1,468 @@
+"""Pretraining's run machinery: what train_mlm.py needs around its loop, and nothing a reader of
+the loop needs to follow one step.
+
+- `start`: processes and device, the checks of the flags that need sizes, of --out (checked,
+  not yet claimed) and of the data; the corpus prepared, tokenised and packed (a `Run`);
+- `new_or_resumed_model`: a new model, or (--resume) the newest checkpoint that loads whole;
+  the resume checks (flags that may not change, damaged checkpoints); then --out is claimed;
+- `training_state` / `restore`: what is saved beside each checkpoint, and put back from it;
+- `phases`: the short blocks first, then the --seq-len ones, and each step's seeded global batch;
+- `stop`, `log`, `save`: what every process does together.
+
+Steps are counted from 1: step N is the N-th optimizer update, and after it N updates are done
+(a checkpoint `step-N` holds the weights after step N; a resume from it runs step N + 1 next).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, replace
+
+import torch
+import torch.distributed as dist
+
+from ..checkpoint import load_tokenizer, read_header
+from ..config import BertConfig
+from ..files import append_line
+from ..masking import MaskingVocab, max_predictions
+from ..model import BertForMaskedLM
+from ..text import Blocks
+from . import die
+from .corpus import corpus_blocks, corpus_tokenizer
+from .folders import check_run_folder, checkpoints, claim_run_folder, save_checkpoint
+from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
+                       pick_device, use_tf32, weights_are_finite)
+
+SHORT_SEQ_LEN = 16  # the longest default block of the short phase: a head's weight on each neighbour starts at 1/16
+
+
+@dataclass
+class Run:
+    """One pretraining run: the processes, the device, the data and what is known of --out. The
+    model, its optimizer and their state are the training loop's own."""
+
+    args: object                       # the parsed flags
+    device: torch.device
+    amp_dtype: torch.dtype | None      # autocast's dtype, None for fp32
+    rank: int
+    world: int                         # processes (1 without torchrun)
+    corpus: str                        # the corpus's name (text files: a digest of their bytes)
+    config: BertConfig
+    tokenizer: object                  # tokenizers.Tokenizer
+    vocab: MaskingVocab
+    train_blocks: Blocks               # (S, seq_len) each
+    valid_blocks: Blocks
+    short_blocks: Blocks | None        # the training split in --short-seq-len blocks (None: one phase)
+    inputs: tuple[str, ...]            # what --overwrite must never delete: the data cache, the corpus files
+    lock: object | None = None         # the open lock file of --out (main process only), once claimed
+    start: int = 0                     # steps done before this process starts (a resume's checkpoint step)
+    short_steps: int = 0               # steps of the short first phase (a resume past it keeps it)
+    checkpoint: str | None = None      # the last good checkpoint: resumed from, then each one written
+    progress: object | None = None     # the tqdm bar of the main process
+
+    @property
+    def main_process(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def global_size(self) -> int:
+        """Blocks of --seq-len tokens per optimizer step, over micro-batches and processes."""
+        return self.args.batch_size * self.args.grad_accum * self.world
+
+    @property
+    def metrics_path(self) -> str:
+        return os.path.join(self.args.out, "metrics.jsonl")
+
+
+# ---- start: processes, checks, data ----------------------------------------------------------
+
+
+def start(args, corpora: tuple[str, ...], prepare) -> Run:
+    """Processes and device; then, the main process first (main_first: a refusal is one line,
+    said by it alone), every check of the flags and of --out, and the data (the main process
+    prepares and caches it, the others read the cache). `corpora` are the named corpora and
+    `prepare(name, files, root)` returns a prepared corpus folder: data/prepare.py's, handed in
+    by the script, since the package never imports the project's data module."""
+    ddp = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    device = pick_device(args.device)
+    if ddp:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    return main_first(lambda: check_and_load(args, device, rank, world, corpora, prepare), rank, world)
+
+
+def check_and_load(args, device: torch.device, rank: int, world: int, corpora, prepare) -> Run:
+    """The number formats, the model's sizes, --out (main process) and the data, each checked."""
+    amp_dtype = autocast_dtype(args.dtype, device)
+    use_tf32(device, args.tf32)
+    config = model_config(args)  # checks sizes and --seq-len before anything is written
+    check_memory(config, device)
+    name, files = corpus_name(args.corpus, corpora)
+    root = args.data_root
+    inputs = (root, *(files or ()))
+    if rank == 0:
+        check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
+    tokenizer, train, valid, short = load_corpus(args, lambda: prepare(name, files, root), os.path.join(root, name))
+    config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
+    global_size = args.batch_size * args.grad_accum * world
+    for blocks, size in ((train, global_size), (short, short_global_size(args, global_size))):
+        if blocks is not None and len(blocks) < size:
+            die(f"the training split has {len(blocks)} blocks of {blocks.input_ids.shape[1]} tokens, fewer than one "
+                f"global batch ({size}); give more text or lower --batch-size")
+    return Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
+               train, valid, short, inputs)
+
+
+def load_corpus(args, prepare, cache: str):
+    """(tokenizer, training blocks, validation blocks, short training blocks or None) of the
+    corpus `prepare()` prepares (its folder: `cache`), or one line saying what is wrong."""
+    try:
+        folder = prepare()
+        tokenizer = corpus_tokenizer(folder, args.vocab_size)
+        train = corpus_blocks(folder, tokenizer, "train", args.seq_len)
+        valid = corpus_blocks(folder, tokenizer, "valid", args.seq_len)
+        short = corpus_blocks(folder, tokenizer, "train", args.short_seq_len) if args.short_fraction else None
+    except (RuntimeError, ValueError) as e:  # data/prepare.py's DataError is a RuntimeError
+        die(str(e))
+    except OSError as e:  # a missing split file, or a full disk while caching
+        die(f"the data cache {cache}: {e.filename}: {e.strerror}; free some space, or delete "
+            "that folder to prepare it again")
+    return tokenizer, train, valid, short
+
+
+def model_config(args) -> BertConfig:
+    """The preset, its sizes overridden by --layers, --hidden, --heads, --intermediate."""
+    try:
+        config = BertConfig.from_preset(args.preset, vocab_size=args.vocab_size, use_sdpa=args.sdpa,
+                                        hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
+        sizes = {k: v for k, v in (("num_hidden_layers", args.layers), ("hidden_size", args.hidden),
+                                   ("num_attention_heads", args.heads), ("intermediate_size", args.intermediate))
+                 if v is not None}
+        if args.hidden is not None and args.intermediate is None:
+            sizes["intermediate_size"] = 4 * args.hidden
+        config = replace(config, **sizes)
+    except ValueError as e:
+        die(str(e))
+    if args.seq_len > config.max_position_embeddings:
+        die(f"--seq-len {args.seq_len} exceeds the model's max_position_embeddings ({config.max_position_embeddings})")
+    return config
+
+
+def check_memory(config: BertConfig, device: torch.device) -> None:
+    """Sizes before memory: the model, its gradients and AdamW's two moments (16 bytes a
+    parameter in fp32) must fit in the device's memory, else one line before anything is built."""
+    need = 16 * parameter_count(config)
+    have = memory_of(device)
+    if have and need > have:
+        die(f"the model has {parameter_count(config):,} parameters: training it needs about {need / 2**30:,.1f} GiB, "
+            f"more than the {have / 2**30:,.1f} GiB of {device}; choose smaller sizes (--preset, --layers, --hidden)")
+
+
+def corpus_name(corpus: list[str], corpora: tuple[str, ...]) -> tuple[str, list[str] | None]:
+    """(name, files): one of the named `corpora`, or text files named by a digest of their bytes."""
+    if len(corpus) == 1 and corpus[0] in corpora:
+        return corpus[0], None
+    for path in corpus:
+        if not os.path.isfile(path):
+            die(f"--corpus {path}: no such file (use {', '.join(corpora)}, or text files)")
+    digest = hashlib.sha256()
+    for path in corpus:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return "text-" + digest.hexdigest()[:12], corpus
+
+
+# ---- the model: new, or resumed --------------------------------------------------------------
+
+# flags a resumed run must keep: they decide the data, the model or the batches
+FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "short_seq_len", "short_fraction", "preset", "layers", "hidden",
+                   "heads", "intermediate", "seed", "mask_prob")
+NOT_COMPARED = ("resume", "overwrite", "out", "data_root", "no_progress")
+BEFORE_THE_FLAG = {"short_fraction": 0.0}  # what a run saved before a flag existed did: one phase
+
+
+def new_or_resumed_model(run: Run) -> tuple[BertForMaskedLM, dict | None]:
+    """(model, training state): with --resume, the newest checkpoint in --out that loads whole
+    (its state to restore); else, or when --out holds none yet, a new model drawn from --seed.
+    Only once every process has passed every check is --out claimed (and, with --overwrite,
+    emptied)."""
+    args = run.args
+
+    def checked_model():
+        if args.resume:
+            run.checkpoint, model, state = resumable_checkpoint(run)
+            if run.checkpoint is not None:
+                return model, state
+        torch.manual_seed(args.seed)
+        try:
+            return BertForMaskedLM(run.config), None
+        except (RuntimeError, MemoryError) as e:
+            die(f"cannot build the model ({str(e).splitlines()[0][:120]}); choose smaller sizes")
+
+    def claim():
+        if run.main_process:
+            run.lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, run.inputs)
+
+    model, state = main_first(checked_model, run.rank, run.world)
+    main_first(claim, run.rank, run.world)
+    return model, state
+
+
+def saved_flag(saved: dict, name: str):
+    """A flag's value in a checkpoint's saved arguments (BEFORE_THE_FLAG's, for a run older than the flag)."""
+    return saved.get(name, BEFORE_THE_FLAG.get(name))
+
+
+def fixed_flags_changed(saved: dict, args) -> list[str]:
+    """The flags of FIXED_ON_RESUME but --corpus that differ from a checkpoint's saved ones, as
+    "--name (then, now)"; --short-seq-len counts only where both runs have a short phase (where
+    one has none, --short-fraction differs)."""
+    one_phase = saved_flag(saved, "short_fraction") == 0 or args.short_fraction == 0
+    return [f"--{k.replace('_', '-')} ({saved_flag(saved, k)} then, {getattr(args, k)} now)" for k in FIXED_ON_RESUME
+            if k != "corpus" and not (k == "short_seq_len" and one_phase) and saved_flag(saved, k) != getattr(args, k)]
+
+
+def resumable_checkpoint(run: Run):
+    """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
+    (None, None, None) when there is none yet. A damaged checkpoint is skipped with a one-line
+    note; flags that may not change on a resume stop the run, the others are applied and said
+    (by the main process)."""
+    args, say = run.args, run.main_process
+    found = checkpoints(args.out)
+    for ckpt in reversed(found):
+        try:
+            state = torch.load(os.path.join(ckpt, "training_state.pt"), weights_only=True)
+            saved_tokenizer = load_tokenizer(ckpt)
+            model = BertForMaskedLM.from_pretrained(ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout,
+                                                    attention_probs_dropout_prob=args.dropout)
+            check_training_state(state, model, run.device)
+            problem = checkpoint_problem(ckpt, model, state["step"])
+        except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
+            problem = f"is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+        if problem:
+            if say:
+                print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
+            continue
+        check_resume(run, ckpt, state, model, saved_tokenizer)
+        changed = [f"--{k.replace('_', '-')} {v} -> {getattr(args, k)}" for k, v in sorted(state["args"].items())
+                   if k not in FIXED_ON_RESUME + NOT_COMPARED and hasattr(args, k) and v != getattr(args, k)]
+        if changed and say:
+            print(f"resume: {', '.join(changed)} (applied from step {state['step']} on)")
+        return ckpt, model, state
+    if found:
+        die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole; start again with --overwrite")
+    return None, None, None
+
+
+def check_resume(run: Run, ckpt: str, state: dict, model, saved_tokenizer) -> None:
+    """Stop with one line if the checkpoint cannot continue under these flags: the corpus, the
+    flags of FIXED_ON_RESUME, the global batch, the tokenizer, the sizes, or --max-steps below
+    its step."""
+    args, saved, step = run.args, state["args"], state["step"]
+    same_corpus = state["corpus_name"] == run.corpus if "corpus_name" in state else saved.get("corpus") == args.corpus
+    fixed = fixed_flags_changed(saved, args)
+    if not same_corpus:
+        then = state.get("corpus_name", " ".join(saved.get("corpus") or ()))
+        fixed.insert(0, f"--corpus (its text: {then} then, {run.corpus} now)" if saved.get("corpus") == args.corpus
+                     else f"--corpus ({' '.join(saved.get('corpus') or ())} then, {' '.join(args.corpus)} now)")
+    if state.get("global_batch", run.global_size) != run.global_size:
+        fixed.append(f"the global batch ({state['global_batch']} then, {run.global_size} now)")
+    if fixed:
+        die(f"--resume: {', '.join(fixed)} differ from the run in {args.out}; these decide its data, model or "
+            "batches, so give the values it was started with, or start a new run in another --out")
+    if saved_tokenizer.to_str() != run.tokenizer.to_str():
+        die(f"the tokenizer in {ckpt} differs from the one for --corpus {' '.join(args.corpus)} "
+            f"--vocab-size {args.vocab_size}; resume with the same data settings")
+    sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+    if any(getattr(model.config, k) != getattr(run.config, k) for k in sizes):
+        die(f"{ckpt} holds a model of other sizes than the one asked for; resume with the same model flags")
+    if args.max_steps < step:
+        die(f"--max-steps {args.max_steps} is below the step of the checkpoint in {args.out} ({step}); "
+            f"give at least {step}")
+
+
+def check_training_state(state: dict, model, device) -> None:
+    """Raise if a checkpoint's training state cannot be restored into `model`: it is loaded into
+    a throwaway optimizer, schedule and generators first, so a bad one (a wrong type, a missing
+    key, a generator state of another size) is skipped like a damaged file, and nothing the run
+    uses is changed."""
+    if type(state["step"]) is not int or state["step"] < 0:
+        raise ValueError(f"step {state['step']!r} is not a step number")
+    if not isinstance(state["args"], dict):
+        raise ValueError("args is not a record of the flags")
+    if "short_steps" in state and (type(state["short_steps"]) is not int or state["short_steps"] < 0):
+        raise ValueError(f"short_steps {state['short_steps']!r} is not a number of steps")
+    params = list(model.parameters())
+    optimizer = adamw(params, 1.0, 0.0, fused=False)
+    optimizer.load_state_dict(state["optimizer"])
+    for p in params:
+        for value in optimizer.state[p].values():
+            if torch.is_tensor(value) and value.dim() and value.shape != p.shape:
+                raise ValueError(f"an optimizer state of shape {tuple(value.shape)} for a parameter of {tuple(p.shape)}")
+    torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0).load_state_dict(dict(state["scheduler"]))
+    torch.Generator(device=device).set_state(state["masker_rng"])
+    torch.Generator().set_state(state["torch_rng"])
+    if device.type == "cuda" and state["cuda_rng"] is not None:
+        torch.Generator(device=device).set_state(state["cuda_rng"])
+
+
+def checkpoint_problem(ckpt: str, model, step: int) -> str | None:
+    """Why a checkpoint that loaded must still not be resumed from, or None: weights that are
+    not finite, or weights saved at another step than its training state's (files swapped)."""
+    if not weights_are_finite(model):
+        return "holds weights that are not finite"
+    saved = read_header(os.path.join(ckpt, "model.safetensors"))[1].get("step")
+    if saved is not None and saved != str(step):
+        return f"holds the weights of step {saved} beside the training state of step {step}"
+    return None
+
+
+# ---- the training state beside each checkpoint -----------------------------------------------
+
+
+def training_state(run: Run, step: int, optimizer, scheduler, masker: torch.Generator) -> dict:
+    """What a resume needs besides the weights: the optimizer, the schedule, the generators, the
+    flags, and what decided the batches (the global batch, the corpus, the short phase's end)."""
+    return {"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "masker_rng": masker.get_state(), "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(run.device) if run.device.type == "cuda" else None,
+            "args": dict(vars(run.args)), "global_batch": run.global_size, "corpus_name": run.corpus,
+            "short_steps": run.short_steps}
+
+
+def restore(run: Run, state: dict, optimizer, scheduler, masker: torch.Generator, warmup_steps: int) -> None:
+    """Optimizer, schedule and generators as the checkpoint left them; a changed --lr, --max-steps,
+    --warmup, --schedule or --weight-decay takes effect from the resumed step on (--max-steps moves
+    the end of the short phase only while the run is still in it)."""
+    args = run.args
+    optimizer.load_state_dict(state["optimizer"])
+    for group in optimizer.param_groups:  # the kernel is this run's choice, not the checkpoint's
+        group["fused"], group["foreach"] = (True, None) if args.fused_adamw else (None, True)
+    scheduler.load_state_dict(state["scheduler"])
+    masker.set_state(state["masker_rng"])
+    run.start = state["step"]
+    saved = state["args"]
+    # a run past its short phase never goes back to it; one inside it ends it at --short-fraction of
+    # the new --max-steps (a checkpoint older than the saved count: the phase its flags gave)
+    fraction = saved_flag(saved, "short_fraction")
+    ended = state.get("short_steps", round(fraction * saved["max_steps"])) if fraction else 0
+    run.short_steps = ended if run.start >= ended else max(run.start, run.short_steps)
+    if any(saved.get(k) != getattr(args, k) for k in ("lr", "max_steps", "warmup", "schedule", "weight_decay")):
+        scheduler.base_lrs = [args.lr] * len(optimizer.param_groups)
+        for group in optimizer.param_groups:
+            group["initial_lr"] = args.lr
+            group["lr"] = args.lr * lr_factor(run.start, args.max_steps, warmup_steps, args.schedule)
+        optimizer.param_groups[0]["weight_decay"] = args.weight_decay  # the matrices' group
+    if run.main_process:  # the RNG states saved are the main process's; the others reseed (dropout only)
+        torch.set_rng_state(state["torch_rng"])
+        if run.device.type == "cuda" and state["cuda_rng"] is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], run.device)
+    else:
+        torch.manual_seed(args.seed + 1000 * run.rank + run.start)
+
+
+# ---- phases and batches ------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    """Training blocks of one length, from step `first` (1-based) on: the text on the device,
+    where it is masked, and the counts for tokens/s on the CPU."""
+
+    first: int
+    global_size: int                   # blocks per global batch: the same number of positions in each phase
+    slots: int                         # target slots per block (max_predictions)
+    ids: torch.Tensor                  # (S, T) on the device
+    attention_mask: torch.Tensor       # (S, T) on the device
+    token_type_ids: torch.Tensor       # (S, T) on the device
+    real_per_block: torch.Tensor       # (S,) on the CPU
+    full_block: torch.Tensor           # (S,) on the CPU: no padding in the block
+
+    @classmethod
+    def of(cls, blocks: Blocks, first: int, global_size: int, mask_prob: float, device) -> "Phase":
+        ids, attn, types = (t.to(device) for t in (blocks.input_ids, blocks.attention_mask, blocks.token_type_ids))
+        return cls(first, global_size, max_predictions(ids.shape[1], mask_prob), ids, attn, types,
+                   blocks.attention_mask.sum(dim=1), blocks.attention_mask.bool().all(dim=1))
+
+    def rows(self, step: int, seed: int) -> torch.Tensor:
+        """(G,) indices of the blocks of `step`: a seeded permutation per epoch of this phase."""
+        epoch, index = divmod(step - self.first, len(self.ids) // self.global_size)
+        return epoch_order(len(self.ids), seed, epoch)[index * self.global_size:(index + 1) * self.global_size]
+
+
+def default_short_seq_len(seq_len: int) -> int:
+    """--short-seq-len's default: the longest block of at least 5 tokens that divides --seq-len and
+    is at most SHORT_SEQ_LEN tokens and a quarter of --seq-len (128 -> 16, 32 -> 8, 72 -> 12, 100 -> 10);
+    where there is none, a quarter of --seq-len (68 -> 17), which train_mlm.py's checks then refuse."""
+    limit = min(SHORT_SEQ_LEN, seq_len // 4)
+    return max((d for d in range(5, limit + 1) if seq_len % d == 0), default=seq_len // 4)
+
+
+def short_global_size(args, global_size: int) -> int:
+    """Blocks per global batch in the short phase: seq-len / short-seq-len times --seq-len's, the same positions."""
+    return global_size * (args.seq_len // args.short_seq_len)
+
+
+def planned_short_steps(args) -> int:
+    """Steps of the short first phase for these flags: --short-fraction of --max-steps, rounded, and
+    at least one step fewer than --max-steps (the model is validated on --seq-len blocks)."""
+    return min(round(args.short_fraction * args.max_steps), args.max_steps - 1)
+
+
+def phases(run: Run) -> list[Phase]:
+    """The short phase (steps 1 to run.short_steps, when this process still has steps of it to run),
+    then the --seq-len blocks until --max-steps."""
+    args, short = run.args, run.short_steps
+    long = Phase.of(run.train_blocks, short + 1, run.global_size, args.mask_prob, run.device)
+    if run.start >= short:
+        return [long]
+    size = short_global_size(args, run.global_size)
+    return [Phase.of(run.short_blocks, 1, size, args.mask_prob, run.device), long]
+
+
+# ---- what every process does together ------------------------------------------------------------
+
+
+def stop(run: Run, reason: str, advice: str = "try a lower --lr, or --dtype fp32"):
+    """End a run that cannot go on, naming the last good checkpoint. Every process stops on the
+    same (all-reduced) numbers, or inside main_first: the main process says why, the others
+    exit quietly."""
+    if run.progress:
+        run.progress.close()
+    if not run.main_process:
+        sys.exit(1)
+    where = f"the last good checkpoint is {run.checkpoint}" if run.checkpoint else "no checkpoint was written"
+    die(f"{reason}; stopping ({where}). {advice[:1].upper()}{advice[1:]}.")
+
+
+def log(run: Run, record: dict) -> None:
+    """Append one line to metrics.jsonl (main process only; a failure stops every process)."""
+    def append():
+        if run.main_process:
+            try:
+                append_line(run.metrics_path, json.dumps(record))
+            except OSError as e:
+                stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", "free some space, then --resume")
+
+    main_first(append, run.rank, run.world)
+
+
+def save(run: Run, step: int, model, state: dict) -> None:
+    """Checkpoint `step` (main process; only finite weights are ever called a good checkpoint)."""
+    def write():
+        if run.main_process:
+            if not weights_are_finite(model):
+                stop(run, f"the weights are no longer finite at step {step}")
+            try:
+                run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
+            except OSError as e:
+                stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})",
+                     "free some space, then --resume")
+
+    main_first(write, run.rank, run.world)  # the others wait for it, and stop with it
