@@ -363,7 +363,8 @@ def finish(run: Run, model, valid: dict, result: dict, unigram: tuple[str, float
         report(summary, run.metrics_path)
     if run.lock:
         run.lock.close()  # releases --out for the next process
-    if run.world > 1:
+    if run.world > 1:  # together: a process that leaves first would break its peer's connection
+        dist.barrier()
         dist.destroy_process_group()
 
 

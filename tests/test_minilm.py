@@ -62,7 +62,7 @@ def test_exercise_walkthrough_prints_real_numbers(capsys):
     """exercise.py reproduces the exercise guide's three sections with real numbers."""
     import exercise
 
-    exercise.main()
+    exercise.main([])
     out = capsys.readouterr().out
     assert "[练习1]" in out and "[练习2]" in out and "[练习3]" in out
     assert "原始:     [101, 123, 456, 789, 102, 0, 0]" in out

@@ -418,7 +418,7 @@ def test_exercise_and_compare_refuse_a_damaged_encoder_and_a_file_as_out(base, t
     damaged = copy(base, "cls", tmp_path) / "best"
     edit_config(damaged, num_hidden_layers=7)
     monkeypatch.setattr(exercise, "fetch_minilm", lambda: str(damaged))
-    one_line_refusal(capsys, exercise.main, "config.json says 7 layers.*delete data/cache/minilm")
+    one_line_refusal(capsys, lambda: exercise.main([]), "config.json says 7 layers.*delete data/cache/minilm")
     (tmp_path / "file").write_text("x")
     one_line_refusal(capsys, lambda: compare.main(["methods", "--quick", "--out", str(tmp_path / "file"),
                                                    "--encoders", str(damaged)]), "cannot make --out")
