@@ -110,13 +110,13 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
         check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
     tokenizer, train, valid, short = load_corpus(args, lambda: prepare(name, files, root), os.path.join(root, name))
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
-    global_size = args.batch_size * args.grad_accum * world
-    for blocks, size in ((train, global_size), (short, short_global_size(args, global_size))):
+    run = Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
+              train, valid, short, inputs)
+    for blocks, size in ((train, run.global_size), (short, short_global_size(args, run.global_size))):
         if blocks is not None and len(blocks) < size:
             die(f"the training split has {len(blocks)} blocks of {blocks.input_ids.shape[1]} tokens, fewer than one "
                 f"global batch ({size}); give more text or lower --batch-size")
-    return Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
-               train, valid, short, inputs)
+    return run
 
 
 def load_corpus(args, prepare, cache: str):
