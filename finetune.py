@@ -35,7 +35,7 @@ from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
 from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
-from minibert.run import die, interrupted
+from minibert.run import die, first_line, interrupted
 from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
@@ -215,7 +215,7 @@ def bag_of_words(data: Labelled) -> dict:
     try:
         bow = BagOfWords.tuned((data.texts("train"), y["train"]), (data.texts("valid"), y["valid"]), n_labels)
     except (RuntimeError, MemoryError) as e:
-        print(f"note: bag-of-words skipped: {str(e).splitlines()[0][:120]}", file=sys.stderr)
+        print(f"note: bag-of-words skipped: {first_line(e)}", file=sys.stderr)
         return skipped
     test = scores(bow.model.predict(data.texts("test")), y["test"], n_labels)
     return {"bow_l2": bow.l2, "bow_valid_acc": bow.valid_acc, "bow_test_acc": test["acc"],

@@ -296,16 +296,18 @@ def test_the_short_phase_leaves_at_least_one_long_step(pretrained, tmp_path, cor
     assert shapes == [(32, 8), (8, 32)]
 
 
-@pytest.mark.parametrize("damage", ["training_state.pt", "model.safetensors", "tokenizer.json"])
-def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(pretrained, tmp_path, corpus, capsys, damage):
-    """The newest checkpoint (step 4) has a file cut short, or missing: --resume says so in one
+@pytest.mark.parametrize("damage,keep", [("training_state.pt", 100), ("training_state.pt", 0),
+                                         ("model.safetensors", 100), ("tokenizer.json", None)])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(pretrained, tmp_path, corpus, capsys, damage, keep):
+    """The newest checkpoint (step 4) has a file cut short (to `keep` bytes: an empty training
+    state makes torch raise an EOFError without a message), or missing: --resume says so in one
     line and continues from step 2, running steps 3 and 4 again."""
     out = copy_run(pretrained, tmp_path)
     target = out / "checkpoints" / "step-000004" / damage
-    if damage == "tokenizer.json":
+    if keep is None:
         target.unlink()
     else:
-        target.write_bytes(target.read_bytes()[:100])
+        target.write_bytes(target.read_bytes()[:keep])
     train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "4"))
     captured = capsys.readouterr()
     assert f"note: {out / 'checkpoints' / 'step-000004'} is damaged" in captured.err

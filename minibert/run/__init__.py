@@ -22,6 +22,12 @@ def die(msg: str):
     sys.exit("error: " + "; ".join(line.strip() for line in str(msg).splitlines() if line.strip()))
 
 
+def first_line(error: BaseException, limit: int = 120) -> str:
+    """An exception's message cut to its first line and `limit` characters, for a one-line note;
+    empty for an exception raised without a message (torch.load's EOFError on an empty file)."""
+    return (str(error).splitlines() or [""])[0][:limit]
+
+
 def interrupted(what: str, say: bool = True):
     """Stop a script that Ctrl-C interrupted: one line on standard error (what is left, what to
     do), exit status 130 as a shell gives it (128 + SIGINT), no traceback. Every file is written

@@ -30,7 +30,7 @@ from ..files import append_line
 from ..masking import MaskingVocab, max_predictions
 from ..model import BertForMaskedLM
 from ..text import Blocks
-from . import die
+from . import die, first_line
 from .corpus import corpus_blocks, corpus_tokenizer
 from .folders import check_run_folder, checkpoints, claim_run_folder, save_checkpoint
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
@@ -203,7 +203,7 @@ def new_or_resumed_model(run: Run) -> tuple[BertForMaskedLM, dict | None]:
         try:
             return BertForMaskedLM(run.config), None
         except (RuntimeError, MemoryError) as e:
-            die(f"cannot build the model ({str(e).splitlines()[0][:120]}); choose smaller sizes")
+            die(f"cannot build the model ({first_line(e)}); choose smaller sizes")
 
     def claim():
         if run.main_process:
@@ -244,7 +244,7 @@ def resumable_checkpoint(run: Run):
             check_training_state(state, model, run.device)
             problem = checkpoint_problem(ckpt, model, state["step"])
         except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
-            problem = f"is damaged ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+            problem = f"is damaged ({type(e).__name__}: {first_line(e)})"
         if problem:
             if say:
                 print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
