@@ -16,17 +16,19 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# Pretrain, draw the loss curves, show what the model guesses and one line of probes, each beside its
-# random init, then fine-tune that checkpoint on the movie-review sentiment split.
+# Pretrain; one line of probes beside the random init (kept as runs/mlm-en/probes.json, whose unigram and
+# bigram levels the loss plot draws), the loss curves, what the model guesses beside its random init; then
+# fine-tune that checkpoint on the movie-review sentiment split and draw its curves.
 # --resume: running it again continues (or, when finished, just reports) the same pretraining run;
 # --overwrite: the fine-tuning run is done afresh each time, with finetune.py's default recipe (picked on
 # validation for this checkpoint: docs/finetuning.md).
 run: setup
 	$(VENV)/bin/python train_mlm.py --out runs/mlm-en --resume
+	$(VENV)/bin/python probe.py --summary runs/mlm-en
 	$(VENV)/bin/python plot_metrics.py runs/mlm-en/metrics.jsonl
 	$(VENV)/bin/python fill_mask.py --checkpoint runs/mlm-en --examples --beside-random-init --top-k 5
-	$(VENV)/bin/python probe.py --summary runs/mlm-en
 	$(VENV)/bin/python finetune.py --checkpoint runs/mlm-en --out runs/cls-en --overwrite --no-progress
+	$(VENV)/bin/python plot_metrics.py runs/cls-en/metrics.jsonl
 
 # The GPU recipe (docs/pretraining.md): bert-small on the larger corpus, about 2 min on an H200,
 # perhaps 10-20 min on a laptop GPU (an estimate). --short-fraction 0: one phase, as it was measured

@@ -1,29 +1,37 @@
-"""Plot training and validation loss from a train_mlm.py metrics file (needs matplotlib).
+"""Draw the metrics.jsonl of a pretraining run (train_mlm.py) or a fine-tuning run (finetune.py:
+its records count epochs, its run.json says "fine-tuning"), each its own figure (needs matplotlib).
 
     python plot_metrics.py runs/mlm-en/metrics.jsonl [--out runs/mlm-en/loss.png]
+    python plot_metrics.py runs/cls-en/metrics.jsonl
+
+Pretraining, over the optimizer step. Top: the training loss (each step's own blocks and
+masking) and the validation loss (always --seq-len blocks, one fixed masking), masked-token
+cross-entropy in nats. A vertical line marks where the blocks lengthen (the short first phase
+ends): the training loss jumps there because the longer blocks are harder for a model trained on
+short ones, not because training diverged; the validation loss, on the same blocks throughout,
+is the curve to follow across it. Grey lines: a unigram and a bigram model's loss on the same
+validation targets, read from probes.json beside the metrics (`python probe.py --summary RUN`
+writes it). Bottom: the learning rate.
+
+Fine-tuning, over the epoch. Left: the training loss (mean over the epoch) and the validation
+loss, cross-entropy of the labels. Right: the validation accuracy beside bag-of-words and the
+majority class (summary.json, once the run has written it), the best epoch (the one kept) marked.
 """
 
 import argparse
 import os
+import sys
 
 from minibert.files import write_file
 from minibert.run import die
-from minibert.run.folders import metric_records
+from minibert.run.folders import metric_records, read_json, run_kind
+from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
 
+FORMATS = ("png", "pdf", "svg")  # what --out's extension may ask for (none: PNG)
 
-def read_losses(metrics_path: str) -> tuple[list, list]:
-    """(step, training loss) and (step, validation loss) pairs; a line a crash cut short, or
-    any line that is not a JSON record, is skipped."""
-    train, valid = [], []
-    for r in metric_records(metrics_path):
-        if not number(r.get("step"), int):
-            continue
-        if number(r.get("train_loss")):
-            train.append((r["step"], r["train_loss"]))
-        if number(r.get("valid_loss")):
-            valid.append((r["step"], r["valid_loss"]))
-    return train, valid
+
+# ---- reading the records ----------------------------------------------------------------------
 
 
 def number(value, kind=(int, float)) -> bool:
@@ -37,40 +45,145 @@ def number(value, kind=(int, float)) -> bool:
     return True
 
 
-FORMATS = ("png", "pdf", "svg")  # what --out's extension may ask for (none: PNG)
+def series(records: list[dict], key: str, x: str = "step") -> list[tuple]:
+    """(x, value) of every record in which both are numbers matplotlib can draw (x an integer)."""
+    return [(r[x], r[key]) for r in records if number(r.get(x), int) and number(r.get(key))]
 
 
-def plot_metrics(metrics_path: str, out_path: str) -> str:
-    """Draw the losses into `out_path`, rendered in memory, then written through files.write_file
-    (never through a link). One line, and nothing written, without matplotlib."""
+def phase_changes(records: list[dict]) -> list[tuple]:
+    """(last step logged on the old blocks, old block length, new block length) wherever the
+    training records' seq_len changes; none in a file written before train_mlm.py logged it."""
+    lengths = series(records, "seq_len")
+    return [(step, old, new) for (step, old), (_, new) in zip(lengths, lengths[1:]) if new != old]
+
+
+def ngram_levels(folder: str) -> dict | None:
+    """{"unigram": loss, "bigram": loss} on the validation split's masked targets, from the
+    probes.json `probe.py --summary` keeps in a run folder; None without one."""
+    numbers = read_json(os.path.join(folder, SUMMARY_FILE))
+    try:
+        levels = {name: numbers["baselines"]["ngram"][name]["loss"] for name in ("unigram", "bigram")}
+    except (TypeError, KeyError):
+        return None
+    return levels if all(number(v) for v in levels.values()) else None
+
+
+def best_point(accuracy: list[tuple], summary: dict) -> tuple | None:
+    """(epoch, validation accuracy) of the epoch finetune.py kept: summary.json's best_epoch, or,
+    before the run has written it, the first epoch of the highest accuracy (its rule)."""
+    kept = [point for point in accuracy if point[0] == summary.get("best_epoch")]
+    return kept[0] if kept else max(accuracy, key=lambda point: point[1], default=None)
+
+
+# ---- the figures --------------------------------------------------------------------------------
+
+
+def draw(ax, points: list[tuple], *style, **options) -> None:
+    """A curve through (x, y) points, when there are any."""
+    if points:
+        ax.plot(*zip(*points), *style, **options)
+
+
+def pretraining_figure(plt, records: list[dict], levels: dict | None, name: str):
+    """Losses on top, the learning rate below, over the optimizer step (the module docstring)."""
+    fig, (loss_ax, lr_ax) = plt.subplots(2, 1, sharex=True, figsize=(9, 6.5),
+                                         gridspec_kw={"height_ratios": (3, 1)})
+    lengths = series(records, "seq_len")
+    valid_blocks = f", always {lengths[-1][1]}-token blocks" if lengths else ""  # the last phase's: --seq-len
+    draw(loss_ax, series(records, "train_loss"), linewidth=1, label="training loss (each step's own blocks)")
+    draw(loss_ax, series(records, "valid_loss"), "o-", markersize=3,
+         label=f"validation loss (fixed masking{valid_blocks})")
+    if levels:
+        for model, style in (("unigram", ":"), ("bigram", "--")):
+            loss_ax.axhline(levels[model], color="gray", linestyle=style,
+                            label=f"{model} model on the validation targets: {levels[model]:.2f}")
+    changes = phase_changes(records)
+    for step, old, new in changes:
+        for ax in (loss_ax, lr_ax):
+            ax.axvline(step, color="black", linewidth=1, linestyle="-.")
+        for text, side in ((f"{old}-token blocks ", "right"), (f" {new}-token blocks", "left")):
+            loss_ax.text(step, 0.02, text, transform=loss_ax.get_xaxis_transform(), ha=side, va="bottom")
+    if changes:
+        loss_ax.set_title("short blocks are easier: training sits below validation before the switch (not "
+                          "overfitting) and jumps at it (not diverging)", fontsize=9)
+    loss_ax.set_ylabel("masked-token cross-entropy (nats)")
+    fig.suptitle(f"{name}: pretraining (masked language modelling)")
+    loss_ax.legend(loc="upper right")
+    draw(lr_ax, series(records, "lr"), color="C2", label="learning rate")
+    lr_ax.set_xlabel("optimizer step")
+    lr_ax.set_ylabel("learning rate")
+    for ax in (loss_ax, lr_ax):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def finetuning_figure(plt, records: list[dict], summary: dict, name: str):
+    """Label losses on the left, validation accuracy on the right, over the epoch (the module docstring)."""
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    accuracy = series(records, "valid_acc", x="epoch")
+    draw(loss_ax, series(records, "train_loss", x="epoch"), "o-", label="training (mean over the epoch)")
+    draw(loss_ax, series(records, "valid_loss", x="epoch"), "o-", label="validation (after the epoch)")
+    loss_ax.set_ylabel("cross-entropy of the labels (nats)")
+    loss_ax.set_title("loss per epoch")
+    draw(acc_ax, accuracy, "o-", color="C1", label="fine-tuned model")
+    baselines = (("bow_valid_acc", "bag-of-words baseline", "--"),
+                 ("majority_valid_acc", "majority-class baseline", ":"))
+    for key, baseline, style in baselines:
+        if number(summary.get(key)):
+            acc_ax.axhline(summary[key], color="gray", linestyle=style, label=f"{baseline} ({summary[key]:.3f})")
+    best = best_point(accuracy, summary)
+    if best:
+        acc_ax.plot(*best, marker="*", markersize=15, linestyle="none", color="C3",
+                    label=f"best epoch {best[0]} ({best[1]:.3f}), the one kept")
+    acc_ax.set_ylabel("validation accuracy")
+    acc_ax.set_title("validation accuracy per epoch")
+    fig.suptitle(f"{name}: fine-tuning (classification)")
+    for ax in (loss_ax, acc_ax):
+        ax.set_xlabel("epoch")
+        ax.set_xticks(sorted({epoch for epoch, _ in accuracy}))
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def figure(metrics_path: str):
+    """The matplotlib Figure of a run's metrics: a fine-tuning run's, or a pretraining run's (with a
+    one-line note when there is no probes.json to draw the n-gram levels from)."""
     plt = pyplot()
     if plt is None:
         die(f"cannot plot {metrics_path}: {NO_MATPLOTLIB}")
-    train, valid = read_losses(metrics_path)
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
-    if train:
-        ax.plot(*zip(*train), label="training loss (masked tokens of the step)")
-    if valid:
-        ax.plot(*zip(*valid), "o-", label="validation loss (fixed masking)")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("MLM cross-entropy (nats)")
-    ax.set_title(os.path.basename(os.path.dirname(os.path.abspath(metrics_path))))
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    write_file(out_path, figure_bytes(fig, os.path.splitext(out_path)[1][1:].lower() or "png"))
+    records = list(metric_records(metrics_path))
+    folder = os.path.dirname(os.path.abspath(metrics_path))
+    name = os.path.basename(folder)
+    if run_kind(folder) == "fine-tuning" or any("epoch" in r for r in records):
+        summary = read_json(os.path.join(folder, "summary.json"))
+        return finetuning_figure(plt, records, summary if isinstance(summary, dict) else {}, name)
+    levels = ngram_levels(folder)
+    if levels is None:
+        print(f"note: no unigram and bigram levels ({SUMMARY_FILE} is missing); run `python probe.py --summary "
+              f"{os.path.dirname(metrics_path) or '.'}` first to add them", file=sys.stderr)
+    return pretraining_figure(plt, records, levels, name)
+
+
+def plot_metrics(metrics_path: str, out_path: str) -> str:
+    """Draw the figure into `out_path`, rendered in memory, then written through files.write_file
+    (never through a link). One line, and nothing written, without matplotlib."""
+    fig = figure(metrics_path)
+    write_file(out_path, figure_bytes(fig, os.path.splitext(out_path)[1][1:].lower() or "png", dpi=100))
     return out_path
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("metrics", help="metrics.jsonl written by train_mlm.py")
+    p.add_argument("metrics", help="metrics.jsonl written by train_mlm.py or finetune.py")
     p.add_argument("--out", help="PNG to write (default: loss.png beside the metrics file)")
     args = p.parse_args(argv)
     out = args.out or os.path.join(os.path.dirname(args.metrics), "loss.png")
     if not os.path.isfile(args.metrics):
         die(f"{args.metrics}: {'a folder' if os.path.isdir(args.metrics) else 'no such file'}; "
-            "give the metrics.jsonl of a train_mlm.py run")
+            "give the metrics.jsonl of a train_mlm.py or finetune.py run")
     if os.path.realpath(out) == os.path.realpath(args.metrics):
         die(f"--out {out} is the metrics file itself; give another PNG path")
     if os.path.splitext(out)[1][1:].lower() not in ("", *FORMATS):

@@ -4,7 +4,7 @@ baselines, on text it never pretrained on (minibert/run/probes.py says what each
     python probe.py --checkpoint runs/mlm-en            # + its random init, baselines
     python probe.py --checkpoint runs/mlm-en minilm     # + MiniLM's frozen features (c)
     python probe.py --run runs/mlm-en                   # every checkpoint of one run
-    python probe.py --summary runs/mlm-en               # one line (what `make run` prints)
+    python probe.py --summary runs/mlm-en               # one line (what `make run` prints), and probes.json
 
 (a) masked-token loss and accuracy on the validation split, masked as train_mlm.py masks it,
 beside unigram and bigram models counted on the training split; (b) number agreement (is/are,
@@ -19,7 +19,9 @@ real pretrained MiniLM-L6; it has no MLM head, so only (c)). Every checkpoint na
 twin beside it. --run probes every `checkpoints/step-NNNNNN` of one run, the random init as step
 0, and draws each probe against the step. Both write results.json and report.md (and, for --run,
 probes_vs_step.png) to --out: a folder that is new or empty, or one these probes wrote (its
-run.json says "probes"); their files there are replaced, nothing else is ever written.
+run.json says "probes"); their files there are replaced, nothing else is ever written. --summary
+of a train_mlm.py run folder also keeps its numbers there as probes.json (replaced each time),
+where plot_metrics.py finds the unigram and bigram losses to draw beside the validation loss.
 
 The probes measure a checkpoint as its run was trained: a train_mlm.py checkpoint's
 training_state.pt holds the run's flags, and its corpus, --seq-len, --mask-prob and --seed are
@@ -45,10 +47,11 @@ from minibert.run import die
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.flags import PROBABILITY, SEED, add_device, check_ranges
-from minibert.run.folders import check_run_folder, checkpoints, claim_run_folder, resolve_checkpoint, write_json
+from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, resolve_checkpoint, run_kind,
+                                   write_json)
 from minibert.run.labelled import InputError, label_subsets, scores
-from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, ProbeText, frozen_probes, labelled_splits,
-                                 load_mlm, random_twin, run_flags, summary, summary_line)
+from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, SUMMARY_FILE, ProbeText, frozen_probes,
+                                 labelled_splits, load_mlm, random_twin, run_flags, summary, summary_line)
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
 
@@ -249,6 +252,18 @@ def write(out: str, results: dict, text: str, png: bytes | None = None) -> None:
     lock.close()
 
 
+def keep_summary(folder: str, numbers: dict) -> None:
+    """--summary's numbers as SUMMARY_FILE in `folder` when it is a train_mlm.py run folder (beside
+    its metrics.jsonl, for plot_metrics.py); a checkpoint folder is left as it is."""
+    if run_kind(folder) != "pretraining":
+        return
+    path = os.path.join(folder, SUMMARY_FILE)
+    try:
+        write_json(path, numbers)
+    except OSError as e:
+        die(f"cannot write {path} ({e.strerror}); free some space or make {folder} writable")
+
+
 # ---- the modes ----------------------------------------------------------------------------------
 
 
@@ -392,7 +407,9 @@ def main(argv=None):
     mode.add_argument("--checkpoint", nargs="+", metavar="SPEC",
                       help="checkpoint or run folders, random:FOLDER, minilm; each folder gets its random twin")
     mode.add_argument("--run", metavar="FOLDER", help="a train_mlm.py run folder: probe every checkpoint of it")
-    mode.add_argument("--summary", metavar="FOLDER", help="print one line for a checkpoint (or run folder's newest)")
+    mode.add_argument("--summary", metavar="FOLDER",
+                      help="print one line for a checkpoint (or run folder's newest; a run folder also gets "
+                           f"{SUMMARY_FILE}, for plot_metrics.py)")
     p.add_argument("--out", default="runs/probes", help="output folder (default: runs/probes)")
     p.add_argument("--corpus", default=None, choices=["en", "en-large", "zh"],
                    help="the pretraining corpus whose validation split is probed, its labelled set for (c) "
@@ -428,9 +445,11 @@ def main(argv=None):
         args.labelled_folder = labelled_folder("zh" if args.corpus == "zh" else "en", root=root)
         if args.summary:
             (path,) = folders
-            line = summary_line(summary(path, args.corpus_folder, args.labelled_folder, args.budgets[0],
-                                        args.seeds[path], args.seq_len, args.mask_prob, args.device))
+            numbers = summary(path, args.corpus_folder, args.labelled_folder, args.budgets[0], args.seeds[path],
+                              args.seq_len, args.mask_prob, args.device)
+            line = summary_line(numbers)
             print(line)
+            keep_summary(args.summary, numbers)
             return line
         texts, labels, names = labelled_splits(args.labelled_folder)
         if any(b is not None and b > len(labels["train"]) for b in args.budgets):

@@ -205,8 +205,8 @@ def train(run: Run, model, step_model, optimizer, scheduler, scaler, masker, val
         train_loss = loss if read else train_loss
         tokens_seen += int(phase.real_per_block[rows].sum())
         if log_now:
-            log(run, {"step": step, "train_loss": train_loss, "lr": lr, "grad_norm": float(grad_norm),
-                      "tokens_per_s": tokens_seen / (time.time() - t0 - outside_s)})
+            log(run, {"step": step, "train_loss": train_loss, "seq_len": phase.seq_len, "lr": lr,
+                      "grad_norm": float(grad_norm), "tokens_per_s": tokens_seen / (time.time() - t0 - outside_s)})
         t_outside = time.time()
         last = evaluate_and_save(run, model, step, valid, optimizer, scheduler, masker) or last
         outside_s += time.time() - t_outside

@@ -81,7 +81,8 @@ def test_a_short_phase_trains_on_short_blocks_then_on_long_ones(tmp_path, corpus
     2.4 + 6.5 = 8.9, capped at the 8 positions; for T = 32, 9.6 + 13.0 = 22.6 -> 23. The model
     sees every block of the step once: one forward of (64, 8) then of (16, 32) per step, or, with
     --batch-size 8 --grad-accum 2, two forwards of (32, 8) then of (8, 32). Validation reads
-    blocks of --seq-len: its batches are 32 wide."""
+    blocks of --seq-len: its batches are 32 wide. Each training record of metrics.jsonl names its
+    step's block length (plot_metrics.py draws the phase change from it)."""
     seen, forwards, valid_shapes = [], [], []
     step, evaluate, forward = train_mlm.train_step, train_mlm.evaluate, BertForMaskedLM.forward
 
@@ -102,12 +103,15 @@ def test_a_short_phase_trains_on_short_blocks_then_on_long_ones(tmp_path, corpus
     monkeypatch.setattr(train_mlm, "train_step", spy_step)
     monkeypatch.setattr(train_mlm, "evaluate", spy_evaluate)
     monkeypatch.setattr(BertForMaskedLM, "forward", spy_forward)
-    run(tmp_path / "run", corpus, tmp_path / "cache", "--max-steps", "6", "--eval-every", "6",
-        "--short-seq-len", "8", "--short-fraction", "0.5", "--batch-size", str(16 // accum), "--grad-accum", str(accum))
+    metrics = run(tmp_path / "run", corpus, tmp_path / "cache", "--max-steps", "6", "--eval-every", "6",
+                  "--short-seq-len", "8", "--short-fraction", "0.5", "--batch-size", str(16 // accum),
+                  "--grad-accum", str(accum))
     assert seen == [(1, (64, 8), 8), (2, (64, 8), 8), (3, (64, 8), 8),
                     (4, (16, 32), 23), (5, (16, 32), 23), (6, (16, 32), 23)]
     assert forwards == [(64 // accum, 8)] * (3 * accum) + [(16 // accum, 32)] * (3 * accum)
     assert valid_shapes and all(shape[1] == 32 for shape in valid_shapes)
+    assert [(r["step"], r["seq_len"]) for r in metrics if "train_loss" in r] == [(1, 8), (2, 8), (3, 8),
+                                                                                (4, 32), (5, 32), (6, 32)]
 
 
 def _free_port():

@@ -23,7 +23,7 @@ import train_mlm
 from minibert import BertConfig, BertForSequenceClassification, CheckpointError
 from minibert.checkpoint import read_header, save_file
 from minibert.files import append_line, write_file
-from minibert.run.folders import LOCK_FILE, checkpoints
+from minibert.run.folders import LOCK_FILE, checkpoints, metric_records
 
 from conftest import refusal
 from test_faults import pretrain_args
@@ -392,9 +392,15 @@ def test_plot_metrics_bad_paths_are_one_line(tmp_path, capsys, monkeypatch, argv
     assert snapshot(tmp_path) == before
 
 
+def drawn_losses(path) -> tuple[list, list]:
+    """The (step, loss) pairs plot_metrics draws: training, validation."""
+    records = list(metric_records(path))
+    return plot_metrics.series(records, "train_loss"), plot_metrics.series(records, "valid_loss")
+
+
 def test_plot_metrics_skips_a_line_a_crash_cut(tmp_path):
     (tmp_path / "m.jsonl").write_text('{"step": 1, "train_loss": 3.0}\n{"step": 2, "valid_loss": 2.5}\n{"step": 3, "tr')
-    assert plot_metrics.read_losses(str(tmp_path / "m.jsonl")) == ([(1, 3.0)], [(2, 2.5)])
+    assert drawn_losses(str(tmp_path / "m.jsonl")) == ([(1, 3.0)], [(2, 2.5)])
 
 
 def test_polysemy_bad_paths_are_one_line(base, tmp_path, capsys):
@@ -552,7 +558,7 @@ def test_plot_metrics_writes_no_link_and_skips_numbers_it_cannot_draw(tmp_path, 
         '{"step": 1, "train_loss": 3.0}', '{"step": %s, "train_loss": 2.0}' % ("9" * 400),
         '{"step": 2, "train_loss": %s}' % ("9" * 400), "[" * 100000, '{"step": %s}' % ("9" * 5000),
         '{"step": 3, "valid_loss": 2.5}']) + "\n")
-    assert plot_metrics.read_losses("m.jsonl") == ([(1, 3.0)], [(3, 2.5)])
+    assert drawn_losses("m.jsonl") == ([(1, 3.0)], [(3, 2.5)])
     before = snapshot(tmp_path)
     one_line_refusal(capsys, lambda: plot_metrics.main(["m.jsonl", "--out", "out.txt"]), r"cannot draw a \.txt file")
     assert snapshot(tmp_path) == before

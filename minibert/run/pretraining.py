@@ -390,6 +390,11 @@ class Phase:
         return cls(first, global_size, max_predictions(ids.shape[1], mask_prob), ids, attn, types,
                    blocks.attention_mask.sum(dim=1), blocks.attention_mask.bool().all(dim=1))
 
+    @property
+    def seq_len(self) -> int:
+        """Tokens per block of this phase."""
+        return self.ids.shape[1]
+
     def rows(self, step: int, seed: int) -> torch.Tensor:
         """(G,) indices of the blocks of `step`: a seeded permutation per epoch of this phase."""
         epoch, index = divmod(step - self.first, len(self.ids) // self.global_size)

@@ -36,7 +36,8 @@ C hidden size, V vocabulary, K labels.
     bag-of-words' MAX_ITER, so that the fit runs to convergence) whose L2 penalty is picked on
     validation from PROBE_L2_GRID; the test split is scored once.
 
-`summary` runs all three on one checkpoint and its twin, quickly; `summary_line` prints it.
+`summary` runs all three on one checkpoint and its twin, quickly; `summary_line` prints it, and
+probe.py keeps it as SUMMARY_FILE in the run folder.
 `run_flags` reads what a train_mlm.py checkpoint was trained with (corpus, --seq-len, --mask-prob,
 --seed), so that the probes measure it as its run did.
 """
@@ -456,6 +457,8 @@ def frozen_probes(encoder: BertModel, tokenizer: Tokenizer, texts: dict[str, lis
 
 
 # ---- the one-line summary --------------------------------------------------------------------------
+
+SUMMARY_FILE = "probes.json"  # `summary`'s dict in a train_mlm.py run folder: plot_metrics.py draws its n-gram levels
 
 
 def summary(path: str, corpus_folder: str, labelled_folder: str, budget: int | None = 1000, seed: int = 0,

@@ -1,0 +1,188 @@
+"""plot_metrics.py's two figures, drawn from small metrics files written here: what each must
+show (the phase change, the n-gram levels, the learning rate; the fine-tuning baselines and the
+best epoch), read back from the matplotlib Figure; and probe.py --summary's probes.json, which
+the pretraining figure reads."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import plot_metrics
+import probe
+from minibert.run.probes import SUMMARY_FILE
+from minibert.run.report import pyplot
+
+from test_layout import make_recipe
+
+REPO = Path(__file__).resolve().parents[1]
+NGRAM = {"baselines": {"ngram": {"unigram": {"loss": 6.75}, "bigram": {"loss": 5.5}}}}  # the part of probes.json drawn
+
+
+def write_run(folder: Path, kind: str | None, records: list[dict], **files) -> str:
+    """A run folder: run.json of `kind` (None: no run.json), metrics.jsonl of `records`, and
+    `files` ({name: JSON object}). Returns the metrics file's path."""
+    folder.mkdir()
+    if kind:
+        (folder / "run.json").write_text(json.dumps({"kind": kind}))
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    for name, obj in files.items():
+        (folder / name).write_text(json.dumps(obj))
+    return str(folder / "metrics.jsonl")
+
+
+def pretraining_records(with_seq_len: bool = True) -> list[dict]:
+    """Training records every 10 steps to 60, on 16-token blocks to step 30 and on 128-token ones
+    after (without seq_len: a file from before train_mlm.py logged it); validation at 30 and 60."""
+    records = []
+    for step in range(10, 70, 10):
+        records.append({"step": step, "train_loss": 8.0 - step / 20, "lr": step / 1e4})
+        if with_seq_len:
+            records[-1]["seq_len"] = 16 if step <= 30 else 128
+        if step in (30, 60):
+            records.append({"step": step, "valid_loss": 6.2 if step == 30 else 5.0})
+    return records
+
+
+def finetuning_records() -> list[dict]:
+    """Three epochs; validation accuracy 0.70, 0.76, 0.76 (a tie: finetune.py keeps the earlier epoch)."""
+    return [{"epoch": e, "step": 10 * e, "train_loss": 0.7 - 0.1 * e, "valid_loss": 0.6 - 0.02 * e, "valid_acc": acc,
+             "valid_macro_f1": acc, "lr": 1e-3 / e} for e, acc in enumerate([0.70, 0.76, 0.76], start=1)]
+
+
+# ---- reading a figure back ------------------------------------------------------------------------
+
+
+def vertical(ax) -> list:
+    """The x of every vertical line (axvline) of `ax`."""
+    return [line.get_xdata()[0] for line in ax.get_lines() if list(line.get_ydata()) == [0, 1]]
+
+
+def horizontal(ax) -> dict:
+    """{label: y} of every horizontal line (axhline) of `ax`."""
+    return {line.get_label(): line.get_ydata()[0] for line in ax.get_lines() if list(line.get_xdata()) == [0, 1]}
+
+
+def line_of(ax, label_start: str):
+    """The one line of `ax` whose label starts with `label_start`."""
+    (line,) = [line for line in ax.get_lines() if line.get_label().startswith(label_start)]
+    return line
+
+
+def xy(line) -> tuple[list, list]:
+    return list(line.get_xdata()), list(line.get_ydata())
+
+
+def all_text(fig) -> str:
+    """Every text of the figure (titles, axis and tick labels, legends, notes), one a line."""
+    return "\n".join(t.get_text() for t in fig.findobj(lambda artist: hasattr(artist, "get_text")))
+
+
+@pytest.fixture
+def drawn():
+    """plot_metrics.figure, each figure closed after the test."""
+    figures = []
+
+    def draw(path: str):
+        figures.append(plot_metrics.figure(path))
+        return figures[-1]
+
+    yield draw
+    for fig in figures:
+        pyplot().close(fig)
+
+
+# ---- pretraining ------------------------------------------------------------------------------------
+
+
+def test_the_pretraining_figure_marks_the_phase_change_the_ngram_levels_and_the_rate(tmp_path, drawn, capsys):
+    """Losses on top, the learning rate below on the same steps; a vertical line on both after the
+    last step logged on 16-token blocks (30), the block lengths written on either side of it; the
+    validation loss said to be on 128-token blocks; grey lines at probes.json's unigram and bigram
+    losses, and no note asking for them."""
+    fig = drawn(write_run(tmp_path / "mlm", "pretraining", pretraining_records(), **{SUMMARY_FILE: NGRAM}))
+    loss_ax, lr_ax = fig.axes
+    assert loss_ax.get_shared_x_axes().joined(loss_ax, lr_ax)
+    assert vertical(loss_ax) == [30] and vertical(lr_ax) == [30]
+    assert {t.get_text().strip(): t.get_position()[0] for t in loss_ax.texts} == {
+        "16-token blocks": 30, "128-token blocks": 30}
+    assert "not diverging" in loss_ax.get_title() and "not overfitting" in loss_ax.get_title()
+    assert {label.split(" ")[0]: y for label, y in horizontal(loss_ax).items()} == {"unigram": 6.75, "bigram": 5.5}
+    assert xy(line_of(loss_ax, "training loss")) == ([10, 20, 30, 40, 50, 60], [7.5, 7.0, 6.5, 6.0, 5.5, 5.0])
+    validation = line_of(loss_ax, "validation loss")
+    assert xy(validation) == ([30, 60], [6.2, 5.0]) and "always 128-token blocks" in validation.get_label()
+    assert xy(line_of(lr_ax, "learning rate"))[1] == pytest.approx([0.001, 0.002, 0.003, 0.004, 0.005, 0.006])
+    assert (loss_ax.get_ylabel(), lr_ax.get_ylabel(), lr_ax.get_xlabel()) == (
+        "masked-token cross-entropy (nats)", "learning rate", "optimizer step")
+    assert capsys.readouterr().err == ""
+
+
+def test_an_old_metrics_file_without_seq_len_or_probes_is_drawn_with_a_one_line_note(tmp_path, drawn, capsys):
+    """No seq_len in the records: no phase line, no block lengths; no probes.json: no n-gram lines
+    and one note naming the command that adds them. The PNG is still written."""
+    path = write_run(tmp_path / "old", "pretraining", pretraining_records(with_seq_len=False))
+    fig = drawn(path)
+    loss_ax, lr_ax = fig.axes
+    assert vertical(loss_ax) == vertical(lr_ax) == [] and len(loss_ax.texts) == 0
+    assert horizontal(loss_ax) == {}
+    assert "token blocks" not in all_text(fig)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"python probe.py --summary {tmp_path / 'old'}" in err
+    plot_metrics.main([path, "--out", str(tmp_path / "old.png")])
+    assert (tmp_path / "old.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_probe_summary_keeps_its_numbers_in_a_pretraining_run_folder_only(tmp_path, drawn, capsys):
+    """probes.json goes into a train_mlm.py run folder, where the figure finds the n-gram levels;
+    a checkpoint folder (no run.json) gets nothing."""
+    path = write_run(tmp_path / "mlm", "pretraining", pretraining_records())
+    probe.keep_summary(str(tmp_path / "mlm"), NGRAM)
+    (tmp_path / "ckpt").mkdir()
+    probe.keep_summary(str(tmp_path / "ckpt"), NGRAM)
+    assert json.loads((tmp_path / "mlm" / SUMMARY_FILE).read_text()) == NGRAM
+    assert list((tmp_path / "ckpt").iterdir()) == []
+    assert sorted(horizontal(drawn(path).axes[0]).values()) == [5.5, 6.75]
+    assert capsys.readouterr().err == ""
+
+
+# ---- fine-tuning ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fine-tuning", None], ids=["run-json", "epoch-key"])
+def test_a_finetuning_run_gets_its_own_figure(tmp_path, drawn, capsys, kind):
+    """Recognised by run.json or, without one, by the records' epoch: the label losses per epoch
+    on the left, the validation accuracy on the right beside summary.json's bag-of-words and
+    majority-class accuracy, the best epoch it names starred (3 of the tie here, though
+    finetune.py keeps the earlier: what the run kept, not a guess); no word of pretraining anywhere."""
+    summary = {"best_epoch": 3, "bow_valid_acc": 0.79, "majority_valid_acc": 0.47}
+    fig = drawn(write_run(tmp_path / "cls", kind, finetuning_records(), **{"summary.json": summary}))
+    loss_ax, acc_ax = fig.axes
+    assert xy(line_of(loss_ax, "training"))[0] == [1, 2, 3]
+    assert xy(line_of(loss_ax, "validation")) == ([1, 2, 3], pytest.approx([0.58, 0.56, 0.54]))
+    assert xy(line_of(acc_ax, "fine-tuned model")) == ([1, 2, 3], [0.70, 0.76, 0.76])
+    assert {label.split(" (")[0]: y for label, y in horizontal(acc_ax).items()} == {
+        "bag-of-words baseline": 0.79, "majority-class baseline": 0.47}
+    assert xy(line_of(acc_ax, "best epoch")) == ([3], [0.76])
+    assert (loss_ax.get_xlabel(), acc_ax.get_xlabel()) == ("epoch", "epoch")
+    assert (loss_ax.get_ylabel(), acc_ax.get_ylabel()) == ("cross-entropy of the labels (nats)", "validation accuracy")
+    assert not re.search(r"MLM|masked|fixed masking|token blocks|optimizer step", all_text(fig))
+    assert capsys.readouterr().err == ""
+
+
+def test_a_finetuning_run_without_its_summary_marks_the_first_best_epoch(tmp_path, drawn):
+    """Before summary.json is written: no baseline lines, and the best epoch by finetune.py's rule
+    (the highest accuracy, the earlier on a tie: epoch 2 of 0.70, 0.76, 0.76)."""
+    acc_ax = drawn(write_run(tmp_path / "cls", "fine-tuning", finetuning_records())).axes[1]
+    assert horizontal(acc_ax) == {}
+    assert xy(line_of(acc_ax, "best epoch")) == ([2], [0.76])
+
+
+def test_make_run_probes_before_the_loss_plot_and_plots_the_finetuning_run():
+    """The loss plot reads probes.json, so `probe.py --summary` runs before it; the fine-tuning
+    run is drawn after finetune.py."""
+    recipe = make_recipe((REPO / "Makefile").read_text(encoding="utf-8"), "run")
+    steps = ["train_mlm.py", "probe.py --summary runs/mlm-en", "plot_metrics.py runs/mlm-en/metrics.jsonl",
+             "finetune.py", "plot_metrics.py runs/cls-en/metrics.jsonl"]
+    where = [next(i for i, line in enumerate(recipe) if step in line) for step in steps]
+    assert where == sorted(where)
