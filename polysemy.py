@@ -1,13 +1,18 @@
 """Exercise 3: does BERT give one word different vectors in different senses? (S28)
 
-    python polysemy.py                                  # MiniLM (English and the exercise's Chinese pairs)
+    python polysemy.py                                  # MiniLM beside `make run`'s English model (runs/mlm-en)
+    python polysemy.py --checkpoint runs/mlm-en         # the same, naming the English minibert model
     python polysemy.py --zh-checkpoint runs/mlm-zh      # plus a minibert model pretrained on Chinese
 
 For each pair of sentences the target word's contextual vector (the mean of its word pieces
 in the last hidden state) is compared by cosine similarity, with the exercise's
 `compare_polysemous_embeddings`. The static view, the input word embedding, is the same in
-every context: 1 for the same word pieces, below 1 for another word or casing. Prints the
-table and saves a heat map.
+every context: 1 for the same word pieces, below 1 for another word or casing. The English
+pairs are the exercise's (bank, apple) and four more words in two senses each (bat, spring,
+match, plant); they run on MiniLM and on the English minibert model, the Chinese pairs on
+MiniLM and the Chinese one. Prints the table, then per model and language the mean
+similarity of the same-sense pairs and of the different-sense pairs (a model that separates
+senses has a gap above 0), and saves a heat map.
 """
 
 from __future__ import annotations
@@ -27,11 +32,61 @@ from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIR
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
 
+# More English words in two senses each, two sentences per sense (both nouns, so the senses are
+# not told apart by the part of speech): each word gives two same-sense pairs and two
+# different-sense pairs. Every target word occurs once, not inside a longer word (word_vector
+# takes the first match).
+MORE_ENGLISH = {
+    "bat/animal": ("A bat flew out of the cave at dusk.", "bat"),
+    "bat/animal2": ("The bat hung upside down in the barn.", "bat"),
+    "bat/club": ("He swung the bat and hit the ball.", "bat"),
+    "bat/club2": ("She bought a new cricket bat for the season.", "bat"),
+    "spring/season": ("The flowers bloom in spring every year.", "spring"),
+    "spring/season2": ("We planted the garden in early spring.", "spring"),
+    "spring/coil": ("The spring inside the old mattress broke.", "spring"),
+    "spring/coil2": ("A metal spring keeps the door closed.", "spring"),
+    "match/game": ("Our team won the football match on Sunday.", "match"),
+    "match/game2": ("The tennis match lasted three hours.", "match"),
+    "match/fire": ("He struck a match to see in the dark.", "match"),
+    "match/fire2": ("She lit the stove with a single match.", "match"),
+    "plant/factory": ("The power plant supplies the whole city.", "plant"),
+    "plant/factory2": ("He works at a chemical plant near the coast.", "plant"),
+    "plant/flora": ("She waters the plant on her windowsill.", "plant"),
+    "plant/flora2": ("This plant needs a lot of sunlight.", "plant"),
+}
+MORE_ENGLISH_PAIRS = [  # (a, b, same sense?)
+    ("bat/animal", "bat/animal2", "same"), ("bat/club", "bat/club2", "same"),
+    ("bat/animal", "bat/club", "different"), ("bat/animal2", "bat/club2", "different"),
+    ("spring/season", "spring/season2", "same"), ("spring/coil", "spring/coil2", "same"),
+    ("spring/season", "spring/coil", "different"), ("spring/season2", "spring/coil2", "different"),
+    ("match/game", "match/game2", "same"), ("match/fire", "match/fire2", "same"),
+    ("match/game", "match/fire", "different"), ("match/game2", "match/fire2", "different"),
+    ("plant/factory", "plant/factory2", "same"), ("plant/flora", "plant/flora2", "same"),
+    ("plant/factory", "plant/flora", "different"), ("plant/factory2", "plant/flora2", "different"),
+]
+ENGLISH_ALL = {**ENGLISH, **MORE_ENGLISH}
+ENGLISH_ALL_PAIRS = ENGLISH_PAIRS + MORE_ENGLISH_PAIRS
+
 
 def pad(text: str, width: int) -> str:
     """Left-align in `width` terminal columns (a CJK character takes two)."""
     used = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
     return text + " " * max(0, width - used)
+
+
+def sense_means(rows: list[dict]) -> dict:
+    """The mean contextual similarity of the rows whose sense is "same" and of those whose sense
+    is "different" (rows of another word are in neither), their counts, and the gap (same minus
+    different: above 0 when the model tells the senses apart). `rows`: one model's table."""
+    same = [r["contextual"] for r in rows if r["sense"] == "same"]
+    different = [r["contextual"] for r in rows if r["sense"] == "different"]
+    mean_same, mean_different = sum(same) / len(same), sum(different) / len(different)
+    return {"same": mean_same, "n_same": len(same), "different": mean_different,
+            "n_different": len(different), "gap": mean_same - mean_different}
+
+
+def pairs(n: int) -> str:
+    return f"{n} pair" if n == 1 else f"{n} pairs"
 
 
 def heat_map(model, tokenizer, sentences: dict, png: str, title: str) -> str | None:
@@ -65,9 +120,21 @@ def load(path: str, flag: str):
         die(f"cannot load {flag} {path}: {e}")
 
 
+def optional(path: str, flag: str):
+    """(checkpoint folder, encoder, tokenizer) of a checkpoint or train_mlm.py run folder, or
+    (folder, None, None) when it holds no model (the caller prints a note)."""
+    folder = resolve_checkpoint(path)
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        return folder, None, None
+    return folder, *load(folder, flag)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minilm", default=None, help="the MiniLM folder (default: fetched into data/cache/minilm)")
+    p.add_argument("--checkpoint", default="runs/mlm-en",
+                   help="a minibert checkpoint (or train_mlm.py run folder) pretrained on English "
+                        "(default: runs/mlm-en, the one `make run` trains; skipped with a note if missing)")
     p.add_argument("--zh-checkpoint", default="runs/mlm-zh",
                    help="a minibert checkpoint (or train_mlm.py run folder) pretrained with --corpus zh "
                         "(default: runs/mlm-zh; skipped with a note if missing)")
@@ -83,21 +150,33 @@ def main(argv=None):
     except OSError as e:
         die(f"cannot make --out {args.out}: {e.strerror}; give a folder")
     minilm, minilm_tok = load(args.minilm, "--minilm")
-    zh = resolve_checkpoint(args.zh_checkpoint)
-    zh_found = os.path.isfile(os.path.join(zh, "config.json"))
-    zh_model, zh_tok = load(zh, "--zh-checkpoint") if zh_found else (None, None)
-    rows = polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH, ENGLISH_PAIRS)
-    rows += polysemy_table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)
-    if zh_found:
-        rows += polysemy_table(f"minibert-zh ({os.path.basename(zh)})", zh_model, zh_tok, CHINESE, CHINESE_PAIRS)
+    en, en_model, en_tok = optional(args.checkpoint, "--checkpoint")
+    zh, zh_model, zh_tok = optional(args.zh_checkpoint, "--zh-checkpoint")
+    tables = [("MiniLM", "English", polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH_ALL, ENGLISH_ALL_PAIRS))]
+    if en_model is not None:
+        name = f"minibert-en ({os.path.basename(os.path.normpath(en))})"
+        tables.append((name, "English", polysemy_table(name, en_model, en_tok, ENGLISH_ALL, ENGLISH_ALL_PAIRS)))
+    else:
+        print(f"(no English minibert checkpoint at {args.checkpoint}: run `make run` "
+              f"(or `python train_mlm.py --out runs/mlm-en`) to add it)\n")
+    tables.append(("MiniLM", "Chinese", polysemy_table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)))
+    if zh_model is not None:
+        name = f"minibert-zh ({os.path.basename(os.path.normpath(zh))})"
+        tables.append((name, "Chinese", polysemy_table(name, zh_model, zh_tok, CHINESE, CHINESE_PAIRS)))
     else:
         print(f"(no Chinese minibert checkpoint at {args.zh_checkpoint}: run "
               f"`python train_mlm.py --corpus zh --out runs/mlm-zh` to add it)\n")
+    rows = [r for _, _, table in tables for r in table]
     print(f"{pad('model', 26)} {pad('target in sentence A', 22)} {pad('target in sentence B', 22)} "
           f"{pad('senses', 22)} {'contextual':>10s} {'static':>7s}")
     for r in rows:
         print(f"{pad(r['model'], 26)} {pad(r['a'], 22)} {pad(r['b'], 22)} {pad(r['sense'], 22)} "
               f"{r['contextual']:10.3f} {r['static']:7.3f}")
+    print("\nmean contextual similarity (same sense, different senses; gap = same - different):")
+    for name, language, table in tables:
+        m = sense_means(table)
+        print(f"{pad(name, 26)} {language:8s} same {m['same']:.3f} ({pairs(m['n_same'])})  "
+              f"different {m['different']:.3f} ({pairs(m['n_different'])})  gap {m['gap']:+.3f}")
     png = heat_map(minilm, minilm_tok, ENGLISH, os.path.join(args.out, "heatmap-minilm-en.png"),
                    "MiniLM: cosine similarity of the target word's contextual vectors")
     print(f"\nheat map: {png}" if png else f"\nno heat map: {NO_MATPLOTLIB}")

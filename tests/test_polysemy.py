@@ -1,0 +1,112 @@
+"""polysemy.py: the English sense pairs on a minibert model beside the MiniLM stand-in, and the
+per-model means of the same-sense and different-sense pairs."""
+
+import re
+import shutil
+
+import pytest
+import torch.nn.functional as F
+
+import polysemy
+import train_mlm
+from minibert import BertModel, load_tokenizer
+from minibert.run.exercises import word_vector
+
+from conftest import refusal
+
+
+def pretrain(out, corpus, *extra):
+    """A 2-step train_mlm.py run on the grammar corpus: a run folder, as `make run` writes."""
+    train_mlm.main(["--corpus", str(corpus), "--data-root", str(out.parent / "cache"), "--out", str(out),
+                    "--layers", "1", "--hidden", "32", "--heads", "2", "--vocab-size", "160", "--seq-len", "32",
+                    "--batch-size", "8", "--lr", "1e-3", "--max-steps", "2", "--no-progress", *extra])
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory, corpus):
+    """Checkpoints at steps 1 and 2: the newest is the one used."""
+    return pretrain(tmp_path_factory.mktemp("polysemy") / "mlm-en", corpus, "--save-every", "1", "--keep", "2")
+
+
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory, corpus):
+    """The MiniLM stand-in: the checkpoint of another run (another seed), so its rows differ."""
+    run = pretrain(tmp_path_factory.mktemp("polysemy") / "other", corpus, "--seed", "1", "--save-every", "2")
+    return run / "checkpoints" / "step-000002"
+
+
+def summary_line(out: str, model: str, language: str) -> tuple[float, int, float, int, float]:
+    """(same, n same, different, n different, gap) from the summary line polysemy.py printed."""
+    m = re.search(rf"^{re.escape(model)} +{language} +same (\S+) \((\d+) pairs?\) +different (\S+) \((\d+) pairs?\) "
+                  rf"+gap (\S+)$", out, re.M)
+    assert m, f"no summary line for {model} {language} in:\n{out}"
+    return float(m[1]), int(m[2]), float(m[3]), int(m[4]), float(m[5])
+
+
+def test_sense_means_are_the_means_of_the_same_and_different_rows():
+    """Rows of another word ("other word, same kind") are in neither mean."""
+    rows = [{"sense": s, "contextual": c} for s, c in
+            [("same", 0.9), ("different", 0.5), ("same", 0.7), ("different", 0.3), ("other word, same kind", 0.2),
+             ("different", 0.1)]]
+    m = polysemy.sense_means(rows)
+    assert m == pytest.approx({"same": 0.8, "n_same": 2, "different": 0.3, "n_different": 3, "gap": 0.5})
+
+
+def test_english_pairs_run_on_a_run_folders_newest_checkpoint_and_the_summary_is_their_mean(stand_in, run_folder,
+                                                                                              tmp_path, capsys):
+    """--checkpoint RUN: the English pairs run on the run's newest checkpoint (every row checked by
+    hand against word_vector on that checkpoint, not on the older one) beside the MiniLM stand-in
+    (another tiny model); each model's printed same-sense and different-sense means are the means
+    of its own rows of that sense, computed here from the rows."""
+    rows = polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(run_folder),
+                          "--zh-checkpoint", str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    name = "minibert-en (step-000002)"
+    assert "no English minibert checkpoint" not in out
+    for model in ("MiniLM", name):
+        english = [r for r in rows if r["model"] == model and r["a"] in polysemy.ENGLISH_ALL]
+        assert [(r["a"], r["b"], r["sense"]) for r in english] == polysemy.ENGLISH_ALL_PAIRS
+        same = [r["contextual"] for r in english if r["sense"] == "same"]
+        different = [r["contextual"] for r in english if r["sense"] == "different"]
+        other = [r["contextual"] for r in english if r["sense"] not in ("same", "different")]
+        assert len(same) == 10 and len(different) == 11 and len(other) == 1
+        want = (sum(same) / len(same), sum(different) / len(different))
+        got = summary_line(out, model, "English")
+        assert got[:4] == pytest.approx((want[0], 10, want[1], 11), abs=5e-4)
+        assert got[4] == pytest.approx(want[0] - want[1], abs=1e-3)
+        # counting the other word's row in a mean would move it by more than twice the tolerance above
+        with_other = (sum(same) + other[0]) / (len(same) + 1), (sum(different) + other[0]) / (len(different) + 1)
+        assert abs(with_other[0] - want[0]) > 1e-3 and abs(with_other[1] - want[1]) > 1e-3, (model, want, other)
+    by_hand = {}  # step: the cosine of every English pair, from word_vector on that checkpoint
+    for step in ("step-000001", "step-000002"):
+        ckpt = run_folder / "checkpoints" / step
+        model, tok = BertModel.from_pretrained(ckpt), load_tokenizer(ckpt)
+        vector = {k: word_vector(model, tok, *v) for k, v in polysemy.ENGLISH_ALL.items()}
+        by_hand[step] = [F.cosine_similarity(vector[a], vector[b], dim=0).item()
+                         for a, b, _ in polysemy.ENGLISH_ALL_PAIRS]
+    ours = [r["contextual"] for r in rows if r["model"] == name]
+    theirs = [r["contextual"] for r in rows if r["model"] == "MiniLM" and r["a"] in polysemy.ENGLISH_ALL]
+    assert ours == pytest.approx(by_hand["step-000002"], abs=1e-6)
+    assert max(abs(x - y) for x, y in zip(by_hand["step-000001"], ours)) > 1e-4, "step 1 must differ from step 2"
+    assert max(abs(x - y) for x, y in zip(theirs, ours)) > 1e-2, "the two models must differ"
+
+
+def test_a_missing_checkpoint_is_one_note_naming_make_run(setup, tmp_path, capsys):
+    rows = polysemy.main(["--minilm", str(setup / "ckpt"), "--checkpoint", str(tmp_path / "no-en"),
+                          "--zh-checkpoint", str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    notes = [line for line in out.splitlines() if "no English minibert checkpoint" in line]
+    assert len(notes) == 1 and str(tmp_path / "no-en") in notes[0] and "`make run`" in notes[0], out
+    assert {r["model"] for r in rows} == {"MiniLM"}
+    assert "minibert-en" not in out
+    summary_line(out, "MiniLM", "English")
+
+
+def test_a_damaged_checkpoint_is_one_line(stand_in, run_folder, tmp_path):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run_folder / "checkpoints" / "step-000002", damaged)
+    (damaged / "model.safetensors").write_bytes(b"12345678")
+    with refusal("cannot load --checkpoint .*not a readable safetensors file"):
+        polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(damaged),
+                       "--zh-checkpoint", str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
