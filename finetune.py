@@ -1,19 +1,25 @@
 """Fine-tune a BERT for sentence classification from its [CLS] position, then label new text.
 
     python finetune.py --checkpoint runs/mlm-en                                # full fine-tuning of make run's model
-    python finetune.py --checkpoint data/cache/minilm --freeze-encoder          # head only (S17)
-    python finetune.py --checkpoint data/cache/minilm --lora-rank 8             # LoRA on query/value
-    python finetune.py predict --model runs/cls-en/best < sentences.txt        # label new text
+    python finetune.py --checkpoint runs/mlm-en --data data/examples/topics.csv --out runs/cls-topics
+                                                                               # one labelled file, split here
+    echo "a gripping, funny film" | python finetune.py predict --model runs/cls-en   # label new text
+    python data/prepare.py --minilm                                            # fetch MiniLM, then:
+    python finetune.py --checkpoint data/cache/minilm --lr 1e-4 --out runs/cls-minilm   # a real BERT
+    python finetune.py --checkpoint data/cache/minilm --freeze-encoder --out runs/cls-frozen   # head only (S17)
+    python finetune.py --checkpoint data/cache/minilm --lora-rank 8 --out runs/cls-lora        # LoRA on query/value
 
 --checkpoint is any minibert or HuggingFace BERT folder (config.json, model.safetensors or
 pytorch_model.bin, tokenizer.json). --data en (movie-review sentiment, the default), zh
-(Chinese reviews), or a folder with train / valid / test files in .tsv, .csv or .jsonl
-(columns text and label). The model trains on the training split; the validation split
+(Chinese reviews), a folder with train / valid / test files in .tsv, .csv or .jsonl (columns
+text and label), or one such file, split here by label (seeded; --valid-fraction and
+--test-fraction of each label held out). The model trains on the training split; the validation split
 picks the best epoch and stops training early (S19); the test split is read and scored once,
 at the end, with the best checkpoint. --head cls (default) is the exercise's [CLS] + Linear
 head (S6), saved in minibert's layout; --head pooler is HF's BertForSequenceClassification and
 saves a checkpoint `transformers` loads. The default recipe (minibert.run.finetuning.Recipe:
-head, rate, epochs, patience) was picked on validation for `make run`'s checkpoint, and the
+head, rate, epochs, patience; more epochs on a small set, to reach 100 updates) was picked on
+validation for `make run`'s checkpoint and a 300-row set of three topics, and the
 pretraining study fine-tunes with the same loop and recipe (experiments/compare.py).
 `python finetune.py train --help` lists every flag.
 """
@@ -41,9 +47,10 @@ from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
                                          recover_best, set_trainable)
 from minibert.run.folders import check_run_folder, claim_run_folder, resolve_checkpoint, run_kind, write_json
-from minibert.run.finetuning import BestEpoch, Epoch, Recipe, fine_tune
+from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
 from minibert.run.flags import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, SEED, add_device, check_ranges
-from minibert.run.labelled import InputError, batch_of, batches, encode, read_split, scores, split_files, token_ids
+from minibert.run.labelled import (InputError, batch_of, batches, encode, read_split, scores, split_files, split_rows,
+                                   token_ids)
 from minibert.run.training import pick_device, use_tf32
 
 RECIPE = Recipe()  # make run's recipe, picked on validation (minibert.run.finetuning.Recipe)
@@ -76,10 +83,19 @@ class Labelled:
 
 
 def read_labelled(args) -> tuple[Labelled, object]:
-    """The splits of --data and the tokenizer of --checkpoint, or one line saying what is wrong."""
+    """The splits of --data (a folder's three files, or one file split here) and the tokenizer of
+    --checkpoint, or one line saying what is wrong."""
     try:
-        files = split_files(labelled_folder(args.data))
-        rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}
+        if os.path.isfile(args.data):
+            if not args.data.endswith((".csv", ".tsv", ".jsonl")):
+                die(f"--data {args.data}: give a .csv, .tsv or .jsonl file (columns text and label), or a folder")
+            files = dict.fromkeys(("train", "valid", "test"), args.data)
+            rows = split_rows(read_split(args.data), args.valid_fraction, args.test_fraction, args.data)
+            print(f"{args.data} split by label (seed 0): {len(rows['train']):,} training, {len(rows['valid']):,} "
+                  f"validation, {len(rows['test']):,} test rows")
+        else:
+            files = split_files(labelled_folder(args.data))
+            rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}
         tokenizer = load_tokenizer(args.checkpoint)
     except (InputError, DataError, CheckpointError, FileNotFoundError) as e:
         die(str(e))
@@ -133,10 +149,11 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
     validation, one line in metrics.jsonl, and best/ exported when the accuracy improved; stop
     early after --patience epochs without. Returns the best epoch."""
     train, valid, n_labels = data.encoded["train"], data.encoded["valid"], len(data.labels)
-    recipe = Recipe(args.head, plan.lr, args.epochs, args.patience, args.batch_size, args.max_steps,
+    epochs = args.epochs or default_epochs(len(train["labels"]), args.batch_size)
+    recipe = Recipe(args.head, plan.lr, epochs, args.patience, args.batch_size, args.max_steps,
                     args.weight_decay, args.fused_adamw, args.seed)
     print(f"{plan.describe(args)}; {len(train['labels']):,} training / {len(valid['labels']):,} "
-          f"validation examples, {n_labels} labels; lr {plan.lr}")
+          f"validation examples, {n_labels} labels; lr {plan.lr}, {epochs} epochs at most")
     best, t0 = BestEpoch(args.patience), time.time()
 
     def on_epoch_end(e: Epoch) -> bool:
@@ -150,7 +167,7 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
               f"{v['acc']:.4f}, macro-F1 {v['macro_f1']:.4f}, lr {e.lr:.2e}, trainable {plan.trainable_params:,}")
         if best.improved(e.epoch, v["acc"]):
             export_best(model, os.path.join(args.out, "best"), tokenizer)
-        elif best.stop and e.epoch < args.epochs:
+        elif best.stop and e.epoch < epochs:
             print(f"early stop: no better validation accuracy for {args.patience} epoch(s)")
             return True
         return False
@@ -232,6 +249,10 @@ def report(summary: dict) -> None:
               "bag-of-words skipped" if s["bow_l2"] is None else
               f"bag-of-words (L2 {s['bow_l2']:g}, picked on validation): validation {s['bow_valid_acc']:.4f}, "
               f"test {s['bow_test_acc']:.4f} (macro-F1 {s['bow_test_macro_f1']:.4f})"))
+    if s["bow_l2"] is not None and s["valid_acc"] < s["bow_valid_acc"]:
+        print(f"the fine-tuned model is below bag-of-words on validation ({s['valid_acc']:.4f} < "
+              f"{s['bow_valid_acc']:.4f}): try more epochs (--epochs), another rate (--lr), or a larger pretrained "
+              "model (--checkpoint)")
 
 
 def train(args):
@@ -244,7 +265,7 @@ def train(args):
             "(`make run` writes runs/mlm-en; `python data/prepare.py --minilm` fetches MiniLM into data/cache/minilm)")
     device = pick_device(args.device)
     use_tf32(device, args.tf32)
-    inputs = (args.checkpoint, args.data if os.path.isdir(args.data) else "")
+    inputs = (args.checkpoint, args.data if os.path.exists(args.data) else "")
     check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # before any data is loaded
     data, tokenizer = read_labelled(args)
     model, pad_id = build_model(args, data, tokenizer)
@@ -299,6 +320,8 @@ def predict(args):
     texts = [line for line in lines if line.strip()]
     if not texts:
         die("no text to label (one sentence per line, from --file or standard input)")
+    if run_kind(args.model) == "fine-tuning":  # a run folder: its best epoch's model
+        args.model = os.path.join(args.model, "best")
     recover_export(os.path.normpath(args.model))
     try:
         model = load_model(args.model, default=BertForSequenceClassification).eval()
@@ -330,7 +353,13 @@ def parse_args(argv=None):
     t = sub.add_parser("train", help="fine-tune (the default command)")
     t.add_argument("--checkpoint", required=True,
                    help="a minibert or HuggingFace BERT checkpoint folder, or a train_mlm.py run folder (its newest checkpoint)")
-    t.add_argument("--data", default="en", help="en (default), zh, or a folder with train/valid/test files")
+    t.add_argument("--data", default="en",
+                   help="en (default), zh, a folder with train/valid/test files, or one .csv/.tsv/.jsonl file that "
+                        "is split here (--valid-fraction, --test-fraction)")
+    t.add_argument("--valid-fraction", type=float, default=0.1,
+                   help="with one --data file: the share of each label's rows held out for validation (default: 0.1)")
+    t.add_argument("--test-fraction", type=float, default=0.1,
+                   help="with one --data file: the share of each label's rows held out for test (default: 0.1)")
     t.add_argument("--out", default="runs/cls-en", help="output folder (default: runs/cls-en)")
     t.add_argument("--head", choices=sorted(HEADS), default=RECIPE.head,
                    help="cls: the exercise's [CLS] + Linear; pooler: HF's BertForSequenceClassification "
@@ -342,7 +371,9 @@ def parse_args(argv=None):
     t.add_argument("--lora-modules", default=",".join(DEFAULT_TARGETS),
                    help="comma-separated name endings of the Linear layers that get adapters "
                         f"(default: {','.join(DEFAULT_TARGETS)})")
-    t.add_argument("--epochs", type=int, default=RECIPE.epochs, help=f"epochs at most (default: {RECIPE.epochs})")
+    t.add_argument("--epochs", type=int, default=None,
+                   help=f"epochs at most (default: {RECIPE.epochs}, or on a small training split as many as make "
+                        f"{MIN_STEPS} updates)")
     t.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0 = no limit)")
     t.add_argument("--patience", type=int, default=RECIPE.patience, help="epochs without a better validation "
                                                                          f"accuracy before stopping (default: {RECIPE.patience})")
@@ -365,7 +396,8 @@ def parse_args(argv=None):
     t.add_argument("--overwrite", action="store_true",
                    help="replace the fine-tuning run --out holds: all of it is removed first (never a run of another kind, a folder of other files, nor one holding this run's inputs)")
     q = sub.add_parser("predict", help="label sentences with a fine-tuned model")
-    q.add_argument("--model", required=True, help="a folder written by `finetune.py train` (its best/ folder)")
+    q.add_argument("--model", required=True,
+                   help="a `finetune.py train` run folder (its best/ model is read) or a classifier checkpoint folder")
     q.add_argument("--file", help="one sentence per line (default: standard input)")
     q.add_argument("--max-length", type=int, default=None,
                    help="truncate texts to this many tokens (default: 128, or the model's maximum if smaller)")
@@ -375,7 +407,8 @@ def parse_args(argv=None):
             p.error("--lora-rank and --freeze-encoder are two different methods; pick one")
         check_ranges(p, args, {"epochs": AT_LEAST_1, "batch_size": AT_LEAST_1, "patience": AT_LEAST_1,
                                "max_steps": AT_LEAST_0, "lora_rank": AT_LEAST_0, "seed": SEED, "lr": POSITIVE,
-                               "weight_decay": AT_LEAST_0, "dropout": FRACTION, "lora_alpha": POSITIVE})
+                               "weight_decay": AT_LEAST_0, "dropout": FRACTION, "lora_alpha": POSITIVE,
+                               "valid_fraction": FRACTION, "test_fraction": FRACTION})
     if args.max_length is not None and args.max_length < 3:
         p.error("--max-length must be at least 3 ([CLS], one token, [SEP])")
     return args

@@ -402,7 +402,8 @@ def labelled_folder(data: str, root: str = CACHE) -> str:
         return os.path.join(prepare(data, root=root), "labelled")
     if os.path.isdir(data):
         return data
-    raise DataError(f"--data {data}: use en, zh, or a folder with train/valid/test .tsv/.csv/.jsonl files")
+    raise DataError(f"--data {data}: no such file or folder; use en, zh, one labelled .csv/.tsv/.jsonl file, or a "
+                    "folder with train/valid/test files")
 
 
 def main(argv=None):

@@ -10,10 +10,10 @@ import transformers
 import finetune
 from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel, load_tokenizer
 from minibert.lora import LoRALinear, add_lora, merge_lora
-from minibert.run.finetuning import BestEpoch, Recipe, epoch_batches, fine_tune
+from minibert.run.finetuning import BestEpoch, Recipe, default_epochs, epoch_batches, fine_tune
 from minibert.run.training import epoch_order
 from minibert.run.exercises import compare_polysemous_embeddings, configure_model, predict_batch, word_vector
-from minibert.run.labelled import InputError, read_split
+from minibert.run.labelled import InputError, read_split, split_rows
 from minibert.text import train_wordpiece
 
 from conftest import FILLER, assert_close, perturb_, refusal, tiny_config
@@ -169,6 +169,8 @@ def test_predict_command_labels_sentences(setup, tmp_path, capsys):
         assert abs(p[k].item() - 0.5) > 0.01, p
         assert abs(float(printed_p) - p[k].item()) < 1e-4, (printed_p, p)
     assert [line.split("\t")[0] for line in lines] == ["pos", "neg"]  # trained: the sentiment word decides
+    finetune.main(["predict", "--model", str(tmp_path / "p"), "--file", str(tmp_path / "in.txt")])
+    assert capsys.readouterr().out.splitlines() == lines  # the run folder reads its best/ model
 
 
 def test_exercise_head_fine_tunes_too(setup, tmp_path):
@@ -195,7 +197,7 @@ def test_bad_input_is_a_clear_error(setup, tmp_path):
     with refusal(r"has \d+ tokens, more than its model's vocabulary \(50\): the tokenizer "
                                          r"does not belong to its model"):
         finetune.main(["--checkpoint", str(other), "--data", str(setup / "data"), "--out", str(tmp_path / "o")])
-    with refusal("use en, zh, or a folder"):
+    with refusal("no such file or folder; use en, zh, one labelled .csv"):
         run(setup, tmp_path / "o", "--data", str(tmp_path / "nowhere"))
 
 
@@ -303,3 +305,54 @@ def test_best_epoch_keeps_the_first_best_and_stops_after_patience_epochs_without
     for epoch, acc in enumerate((0.5, 0.7, 0.7), 1):
         best.improved(epoch, acc)
     assert not best.stop
+
+
+def test_one_labelled_file_is_split_here_and_trains(setup, tmp_path, capsys):
+    """--data one .csv: the 600 rows of the fixture's three files in one file, split by label
+    (labelled.split_rows, tested there) with the default fractions 0.1 and 0.1; the sizes printed
+    are split_rows' own, and the model trained on the training rows labels the held-out test rows
+    (the sentiment word decides: accuracy > 0.8, chance 0.5)."""
+    rows = [line.split("\t") for split in ("train", "valid", "test")
+            for line in (setup / "data" / f"{split}.tsv").read_text().splitlines()]
+    one = tmp_path / "mine.csv"
+    one.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows))
+    expected = split_rows([(t, y) for t, y in rows], 0.1, 0.1, str(one))
+    summary = run(setup, tmp_path / "one", "--data", str(one))
+    out = capsys.readouterr().out
+    assert (f"{one} split by label (seed 0): {len(expected['train']):,} training, {len(expected['valid']):,} "
+            f"validation, {len(expected['test']):,} test rows") in out
+    assert summary["test_acc"] > 0.8, summary
+    (tmp_path / "one.txt").write_text("good film\tpos\n")
+    with refusal("give a .csv, .tsv or .jsonl file"):
+        run(setup, tmp_path / "o", "--data", str(tmp_path / "one.txt"))
+    (tmp_path / "single.csv").write_text("text,label\n" + "".join(f"film {i},pos\n" for i in range(9)))
+    with refusal(r"single.csv has a single label \['pos'\]; classification needs at least two"):
+        run(setup, tmp_path / "o", "--data", str(tmp_path / "single.csv"))
+
+
+def test_small_training_sets_get_enough_epochs_for_the_minimum_updates(setup, tmp_path, capsys):
+    """Without --epochs: 3 epochs, or as many as make 100 updates. 8,472 examples at batch 32 are
+    265 updates an epoch: 3 epochs. 240 examples: 8 an epoch, ceil(100 / 8) = 13 epochs; 80
+    examples: 3 an epoch, 34 epochs. finetune.py on the fixture's 400 training rows at batch 16
+    (25 updates an epoch) plans ceil(100 / 25) = 4 epochs."""
+    assert (default_epochs(8472, 32), default_epochs(240, 32), default_epochs(80, 32)) == (3, 13, 34)
+    finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(setup / "data"), "--out", str(tmp_path / "e"),
+                   "--batch-size", "16", "--max-steps", "1", "--no-progress"])
+    assert "lr 0.001, 4 epochs at most" in capsys.readouterr().out
+
+
+BELOW = {"best_epoch": 2, "model": "out/best", "valid_acc": 0.70, "valid_macro_f1": 0.7, "test_acc": 0.7,
+         "test_macro_f1": 0.7, "majority_label": "a", "majority_valid_acc": 0.5, "majority_test_acc": 0.5,
+         "bow_l2": 0.01, "bow_valid_acc": 0.80, "bow_test_acc": 0.8, "bow_test_macro_f1": 0.8}
+
+
+@pytest.mark.parametrize("valid_acc,bow_valid_acc,said", [
+    (0.70, 0.80, True), (0.80, 0.80, False), (0.90, 0.80, False), (0.70, None, False)])
+def test_a_model_below_bag_of_words_on_validation_is_told_what_to_try(valid_acc, bow_valid_acc, said, capsys):
+    """The sentence appears when the kept model's validation accuracy is under bag-of-words' on
+    validation, and not on a tie, above it, or when the baseline was skipped."""
+    summary = dict(BELOW, valid_acc=valid_acc, bow_valid_acc=bow_valid_acc,
+                   bow_l2=None if bow_valid_acc is None else 0.01)
+    finetune.report(summary)
+    out = capsys.readouterr().out
+    assert ("below bag-of-words on validation (0.7000 < 0.8000): try more epochs (--epochs)" in out) == said, out

@@ -1,11 +1,11 @@
 """read_split on bad label rows: a .tsv header is not a class, a missing label or text is
-refused naming file:line (never read as the class "None")."""
+refused naming file:line (never read as the class "None"); split_rows, one file cut into three."""
 
 import json
 
 import pytest
 
-from minibert.run.labelled import InputError, read_split
+from minibert.run.labelled import InputError, read_split, split_rows
 
 
 @pytest.mark.parametrize("header", ["text\tlabel", "sentence\tlabel", "Sentence1\tLABEL"])
@@ -61,3 +61,45 @@ def test_a_row_that_is_not_text_and_label_is_refused_naming_file_and_line(tmp_pa
     f.write_text(content)
     with pytest.raises(InputError, match=message):
         read_split(str(f))
+
+
+def test_split_rows_is_stratified_seeded_and_the_same_on_every_machine():
+    """Labels a and b, 5 texts each, fractions 0.2: round(5 x 0.2) = 1 text of each label to
+    validation, 1 to test, 3 to training. The order comes from torch's CPU generator seeded 0, the
+    same on every machine: label a (sorted first) draws randperm(5) = [4, 0, 1, 3, 2], so a4 goes
+    to validation, a0 to test; label b draws the next, [3, 4, 0, 1, 2]: b3, then b4. Each split
+    keeps the file's order. A different seed gives a different split."""
+    rows = [(f"a{i}", "a") for i in range(5)] + [(f"b{i}", "b") for i in range(5)]
+    split = split_rows(rows, 0.2, 0.2, "f.csv")
+    assert split == {"train": [("a1", "a"), ("a2", "a"), ("a3", "a"), ("b0", "b"), ("b1", "b"), ("b2", "b")],
+                     "valid": [("a4", "a"), ("b3", "b")], "test": [("a0", "a"), ("b4", "b")]}
+    assert split_rows(rows, 0.2, 0.2, "f.csv") == split
+    assert split_rows(rows, 0.2, 0.2, "f.csv", seed=1) != split
+
+
+def test_split_rows_keeps_each_label_share_and_no_text_in_two_splits():
+    """300 rows, 3 labels of 100 with every text written twice (50 distinct texts a label):
+    round(50 x 0.1) = 5 texts a label to validation and 5 to test, each with both its rows; so
+    validation and test hold 30 rows each, 10 of every label, training 240; every row lands
+    exactly once, and no text sits in two splits."""
+    rows = [(f"{label} text {i % 50}", label) for label in ("x", "y", "z") for i in range(100)]
+    split = split_rows(rows, 0.1, 0.1, "f.csv")
+    for name, size in (("train", 240), ("valid", 30), ("test", 30)):
+        assert len(split[name]) == size
+        assert all(sum(y == label for _, y in split[name]) == size // 3 for label in "xyz"), name
+    assert sorted(split["train"] + split["valid"] + split["test"]) == sorted(rows)
+    texts = {name: {t for t, _ in split[name]} for name in split}
+    assert not (texts["train"] & texts["valid"] or texts["train"] & texts["test"] or texts["valid"] & texts["test"])
+
+
+@pytest.mark.parametrize("rows,message", [
+    ([("a", "x"), ("b", "x"), ("c", "x")], r"f.csv has a single label \['x'\]"),
+    ([("a", "x"), ("b", "x"), ("c", "x"), ("d", "y"), ("e", "y")],
+     "label 'y' has 2 distinct text"),
+    ([("a", "x"), ("b", "x"), ("c", "x"), ("d", "y"), ("d", "y"), ("d", "y"), ("e", "y")],
+     "label 'y' has 2 distinct text"),
+])
+def test_split_rows_refuses_one_label_and_a_label_too_small_to_split(rows, message):
+    """A label needs a text for each of the three splits (a repeated text counts once)."""
+    with pytest.raises(InputError, match=message):
+        split_rows(rows, 0.1, 0.1, "f.csv")

@@ -43,6 +43,16 @@ class Recipe:
         return min(self.max_steps or math.inf, per_epoch * self.epochs)
 
 
+MIN_STEPS = 100  # updates at least, when the epochs are not given: a small training split needs more than 3 epochs
+
+
+def default_epochs(n: int, batch_size: int, epochs: int = Recipe.epochs, min_steps: int = MIN_STEPS) -> int:
+    """The epochs over n training examples when none are asked for: `epochs`, or more on a small
+    set, as many as give at least `min_steps` updates (240 examples, batch 32: 8 updates an epoch,
+    13 epochs). Picked on validation: docs/finetuning.md."""
+    return max(epochs, math.ceil(min_steps / math.ceil(n / batch_size)))
+
+
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[torch.Tensor]:
     """Epoch `epoch` (1, 2, ...) of n examples: the seeded order (training.epoch_order) cut into
     (B,) index tensors of batch_size rows, the last one shorter when batch_size does not divide n."""

@@ -2,7 +2,8 @@
 each batch to its own longest row, and the scores (accuracy, macro-F1).
 
 A labelled set is a folder with `train`, `valid` and `test` files, each `.tsv`
-(text<TAB>label, after an optional header row), `.csv` or `.jsonl` (fields `text` and `label`).
+(text<TAB>label, after an optional header row), `.csv` or `.jsonl` (fields `text` and `label`),
+or one such file that `split_rows` cuts into the three splits.
 """
 
 from __future__ import annotations
@@ -112,6 +113,39 @@ def split_files(folder: str) -> dict[str, str]:
             raise InputError(f"{folder} needs exactly one {split}.tsv, {split}.csv or {split}.jsonl (found {found})")
         files[split] = os.path.join(folder, found[0])
     return files
+
+
+def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction: float, path: str,
+               seed: int = 0) -> dict[str, list[tuple[str, str]]]:
+    """One labelled file cut into {"train", "valid", "test"} rows, stratified by label: each label's
+    rows are shuffled with a generator seeded by `seed` (torch's CPU generator: the same order on
+    every machine); of its n rows, round(n x valid_fraction), at least one, go to validation,
+    round(n x test_fraction), at least one, to test, the rest to training; each split keeps the file's order. Rows with the same text are
+    one unit, so that no sentence sits in two splits; a unit goes with the label of its first row.
+    A label too small to give each split a unit, or a file with one label, is refused (InputError)."""
+    units: dict[str, list[int]] = {}      # text -> the numbers of its rows
+    for i, (text, _) in enumerate(rows):
+        units.setdefault(text, []).append(i)
+    by_label: dict[str, list[str]] = {}   # label -> the texts of its units, in file order
+    for text, members in units.items():
+        by_label.setdefault(rows[members[0]][1], []).append(text)
+    if len(by_label) < 2:
+        raise InputError(f"{path} has a single label {sorted(by_label)}; classification needs at least two")
+    chosen = {"train": [], "valid": [], "test": []}  # split -> row numbers
+    generator = torch.Generator().manual_seed(seed)
+    for label in sorted(by_label):
+        texts = by_label[label]
+        n_valid = max(1, round(len(texts) * valid_fraction))
+        n_test = max(1, round(len(texts) * test_fraction))
+        if n_valid + n_test >= len(texts):
+            raise InputError(f"{path}: label {label!r} has {len(texts)} distinct text(s), too few to hold out {n_valid} "
+                             f"for validation and {n_test} for test and keep one for training; add rows of it, or "
+                             "give a folder with train, valid and test files")
+        order = [texts[i] for i in torch.randperm(len(texts), generator=generator).tolist()]
+        cuts = {"valid": order[:n_valid], "test": order[n_valid:n_valid + n_test], "train": order[n_valid + n_test:]}
+        for name, texts_of_split in cuts.items():
+            chosen[name] += [i for text in texts_of_split for i in units[text]]
+    return {name: [rows[i] for i in sorted(numbers)] for name, numbers in chosen.items()}
 
 
 def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: str) -> dict:
