@@ -129,6 +129,17 @@ def optional(path: str, flag: str):
     return folder, *load(folder, flag)
 
 
+def minibert_table(path: str, flag: str, name: str, language: str, sentences: dict, pairs, makes: str) -> list:
+    """[(model name, language, rows)] for the minibert checkpoint at `path` (the newest of a run
+    folder), or [] and a note naming the command that `makes` it when there is none."""
+    folder, model, tokenizer = optional(path, flag)
+    if model is None:
+        print(f"(no {language} minibert checkpoint at {path}: run {makes} to add it)\n")
+        return []
+    name = f"{name} ({os.path.basename(os.path.normpath(folder))})"
+    return [(name, language, polysemy_table(name, model, tokenizer, sentences, pairs))]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minilm", default=None, help="the MiniLM folder (default: fetched into data/cache/minilm)")
@@ -150,22 +161,12 @@ def main(argv=None):
     except OSError as e:
         die(f"cannot make --out {args.out}: {e.strerror}; give a folder")
     minilm, minilm_tok = load(args.minilm, "--minilm")
-    en, en_model, en_tok = optional(args.checkpoint, "--checkpoint")
-    zh, zh_model, zh_tok = optional(args.zh_checkpoint, "--zh-checkpoint")
     tables = [("MiniLM", "English", polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH_ALL, ENGLISH_ALL_PAIRS))]
-    if en_model is not None:
-        name = f"minibert-en ({os.path.basename(os.path.normpath(en))})"
-        tables.append((name, "English", polysemy_table(name, en_model, en_tok, ENGLISH_ALL, ENGLISH_ALL_PAIRS)))
-    else:
-        print(f"(no English minibert checkpoint at {args.checkpoint}: run `make run` "
-              f"(or `python train_mlm.py --out runs/mlm-en`) to add it)\n")
+    tables += minibert_table(args.checkpoint, "--checkpoint", "minibert-en", "English", ENGLISH_ALL, ENGLISH_ALL_PAIRS,
+                             "`make run` (or `python train_mlm.py --out runs/mlm-en`)")
     tables.append(("MiniLM", "Chinese", polysemy_table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)))
-    if zh_model is not None:
-        name = f"minibert-zh ({os.path.basename(os.path.normpath(zh))})"
-        tables.append((name, "Chinese", polysemy_table(name, zh_model, zh_tok, CHINESE, CHINESE_PAIRS)))
-    else:
-        print(f"(no Chinese minibert checkpoint at {args.zh_checkpoint}: run "
-              f"`python train_mlm.py --corpus zh --out runs/mlm-zh` to add it)\n")
+    tables += minibert_table(args.zh_checkpoint, "--zh-checkpoint", "minibert-zh", "Chinese", CHINESE, CHINESE_PAIRS,
+                             "`python train_mlm.py --corpus zh --out runs/mlm-zh`")
     rows = [r for _, _, table in tables for r in table]
     print(f"{pad('model', 26)} {pad('target in sentence A', 22)} {pad('target in sentence B', 22)} "
           f"{pad('senses', 22)} {'contextual':>10s} {'static':>7s}")
