@@ -1,7 +1,7 @@
 """Fill in the blanks: a BERT masked-LM's most probable tokens for every [MASK] in each text.
 
     python fill_mask.py --checkpoint runs/mlm-en "the movie was [MASK] ." "i [MASK] this film ."
-    python fill_mask.py --checkpoint runs/mlm-en --top-k 3 < texts.txt     # one text per line
+    echo "the soup was [MASK] ." | python fill_mask.py --checkpoint runs/mlm-en --top-k 3   # one text a line, or < FILE
     python fill_mask.py --checkpoint runs/mlm-en --examples --beside-random-init   # what make run shows
 
 --checkpoint is a checkpoint folder in HF's layout (config.json, model.safetensors or

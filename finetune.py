@@ -1,6 +1,6 @@
 """Fine-tune a BERT for sentence classification from its [CLS] position, then label new text.
 
-    python finetune.py --checkpoint runs/mlm-en                                # full fine-tuning of make run's model
+    python finetune.py --checkpoint runs/mlm-en --overwrite                    # make run's runs/cls-en, redone
     python finetune.py --checkpoint runs/mlm-en --data data/examples/topics.csv --out runs/cls-topics
                                                                                # one labelled file, split here
     echo "a gripping, funny film" | python finetune.py predict --model runs/cls-en   # label new text

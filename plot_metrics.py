@@ -1,8 +1,8 @@
 """Draw the metrics.jsonl of a pretraining run (train_mlm.py) or a fine-tuning run (finetune.py:
 its records count epochs, its run.json says "fine-tuning"), each its own figure (needs matplotlib).
 
-    python plot_metrics.py runs/mlm-en/metrics.jsonl [--out runs/mlm-en/loss.png]
-    python plot_metrics.py runs/cls-en/metrics.jsonl
+    python plot_metrics.py runs/mlm-en/metrics.jsonl                      # writes runs/mlm-en/loss.png
+    python plot_metrics.py runs/cls-en/metrics.jsonl --out runs/cls-en/loss.pdf   # or .png, .svg
 
 Pretraining, over the optimizer step. Top: the training loss (each step's own blocks and
 masking) and the validation loss (always --seq-len blocks, one fixed masking), masked-token
@@ -178,7 +178,7 @@ def plot_metrics(metrics_path: str, out_path: str) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("metrics", help="metrics.jsonl written by train_mlm.py or finetune.py")
-    p.add_argument("--out", help="PNG to write (default: loss.png beside the metrics file)")
+    p.add_argument("--out", help="the figure to write, .png, .pdf or .svg (default: loss.png beside the metrics file)")
     args = p.parse_args(argv)
     out = args.out or os.path.join(os.path.dirname(args.metrics), "loss.png")
     if not os.path.isfile(args.metrics):

@@ -2,7 +2,8 @@
 
     python polysemy.py                                  # MiniLM beside `make run`'s English model (runs/mlm-en)
     python polysemy.py --checkpoint runs/mlm-en         # the same, naming the English minibert model
-    python polysemy.py --zh-checkpoint runs/mlm-zh      # plus a minibert model pretrained on Chinese
+    python polysemy.py --zh-checkpoint runs/mlm-zh      # plus a Chinese minibert model, which
+                                                        # `python train_mlm.py --corpus zh --out runs/mlm-zh` trains
 
 For each pair of sentences the target word's contextual vector (the mean of its word pieces
 in the last hidden state) is compared by cosine similarity, with the exercise's

@@ -3,7 +3,7 @@ baselines, on text it never pretrained on (minibert/run/probes.py says what each
 
     python probe.py --checkpoint runs/mlm-en            # + its random init, baselines
     python probe.py --checkpoint runs/mlm-en minilm     # + MiniLM's frozen features (c)
-    python probe.py --run runs/mlm-en                   # every checkpoint of one run
+    python probe.py --run runs/mlm-en                   # every checkpoint the run kept (--keep, 2 by default)
     python probe.py --summary runs/mlm-en               # one line (what `make run` prints), and probes.json
 
 (a) masked-token loss and accuracy on the validation split, masked as train_mlm.py masks it,

@@ -2,7 +2,7 @@
 
     python train_mlm.py                                  # bert-tiny on the English corpus, ~9 min on 2 CPU cores
     python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
-    python train_mlm.py --corpus my_text.txt             # your own text, one document per line
+    python train_mlm.py --corpus docs/*.md --out runs/mlm-mine   # your text files, one document a line (here: the docs)
     python train_mlm.py --resume                         # continue the run in --out
     torchrun --nproc_per_node=2 train_mlm.py ...         # DistributedDataParallel (gloo on CPU, NCCL on GPU)
 

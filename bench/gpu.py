@@ -17,9 +17,10 @@ Four rows per configuration:
   max_predictions slots per row, one graph, fullgraph=True), in CUDA-graph mode (reduce-overhead);
 - transformers eager and compiled (torch.compile's default mode): its defaults, SDPA and the
   dense MLM head.
-Then, unless --no-train-mlm or the prepared corpus is missing (data/cache/en: carry it to a GPU
-machine), train_mlm.py's own tokens/s at the bert-mini and bert-base 128 x 128 configurations with
---compile, read from its summary.json (validation and checkpoints excluded).
+Then, unless --no-train-mlm or the prepared corpus is missing (data/cache/en, which
+`python data/prepare.py` writes: carry it to a GPU machine), train_mlm.py's own tokens/s at the
+bert-mini and bert-base 128 x 128 configurations with --compile, read from its summary.json
+(validation and checkpoints excluded).
 
 Reports tokens/s, peak GPU memory and MFU: the FLOPs the step needs (bench/common.py's
 useful_flops) over the step time, against the bf16 matmul throughput measured here on an 8192^3

@@ -30,9 +30,9 @@ fine-tunes with finetune.py's loop and recipe (minibert.run.finetuning: head, ep
 batch) and picks its rate from PRETRAINING_LR_GRID (or --lr-grid) on validation: at all labels,
 seed 0's run at finetune.py's rate is `finetune.py --checkpoint FOLDER` itself. It writes
 report.md (accuracy, macro-F1, the chosen rates, pretrained minus random init) and
-accuracy_vs_labels.png. `--device cuda`
-runs it on a GPU (minutes instead of about 20 minutes per encoder on 2 CPU cores); --quick
-pretrains its own bert-tiny for 20 steps first, so it runs from a fresh clone.
+accuracy_vs_labels.png. `--device cuda` runs it on a GPU (minutes instead of about 20 minutes per
+encoder on 2 CPU cores); --quick pretrains its own bert-tiny for 20 steps first, so it runs from a
+fresh clone.
 """
 
 from __future__ import annotations
