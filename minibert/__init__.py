@@ -7,17 +7,21 @@ from .masking import MaskingError, MaskingVocab, mask_batch, random_mask_tokens
 from .model import (
     BertForClassification,
     BertForMaskedLM,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
     BertForSequenceClassification,
     BertModel,
     EncoderOutput,
     MaskedLMOutput,
+    PreTrainingOutput,
     SequenceClassifierOutput,
 )
 
 __all__ = [
     "BertConfig", "PRESETS",
-    "BertModel", "BertForMaskedLM", "BertForSequenceClassification", "BertForClassification",
-    "EncoderOutput", "MaskedLMOutput", "SequenceClassifierOutput",
+    "BertModel", "BertForMaskedLM", "BertForPreTraining", "BertForNextSentencePrediction",
+    "BertForSequenceClassification", "BertForClassification",
+    "EncoderOutput", "MaskedLMOutput", "PreTrainingOutput", "SequenceClassifierOutput",
     "mask_batch", "random_mask_tokens", "MaskingVocab", "MaskingError",
     "mlm_loss", "NoMaskedTokensError", "IGNORE_INDEX",
     "CheckpointError", "load_tokenizer",

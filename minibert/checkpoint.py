@@ -11,8 +11,13 @@ given where a folder is expected) is a one-line CheckpointError naming it.
 
 Loading is strict: a missing or unexpected tensor, or a shape mismatch, raises a
 CheckpointError listing all of them. The documented exceptions:
-- the buffers `embeddings.position_ids` / `embeddings.token_type_ids` and the NSP head
-  `cls.seq_relationship.*` that older checkpoints carry are skipped;
+- the buffers `embeddings.position_ids` / `embeddings.token_type_ids` that older checkpoints
+  carry are skipped;
+- the pretraining heads, masked-LM `cls.predictions.*` and next-sentence `cls.seq_relationship.*`,
+  load into the classes that have them; a task class without one drops its tensors in an info
+  line (BertForMaskedLM the next-sentence head, BertForNextSentencePrediction the masked-LM
+  head); BertForPreTraining and BertForNextSentencePrediction start a new pooler and
+  next-sentence head on an MLM checkpoint, in an info line too;
 - the tied aliases `cls.predictions.decoder.weight` / `.bias` that `.bin` files carry are
   accepted when they equal the word embeddings / `cls.predictions.bias` they alias;
 - a model without a pooler (BertForMaskedLM, as in HF) skips a checkpoint's pooler;
@@ -59,9 +64,12 @@ OURS_TO_HF = [
     (r"^mlm_head\.dense\.", "cls.predictions.transform.dense."),
     (r"^mlm_head\.norm\.", "cls.predictions.transform.LayerNorm."),
     (r"^mlm_head\.bias$", "cls.predictions.bias"),
+    (r"^nsp_head\.", "cls.seq_relationship."),
 ]
 
-_SKIPPED = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$|^cls\.seq_relationship\.")
+_SKIPPED = re.compile(r"(^|\.)embeddings\.(position_ids|token_type_ids)$")
+_NSP_HEAD = "cls.seq_relationship."
+_PRETRAINING_HEADS = {"cls.predictions.": "masked-LM", _NSP_HEAD: "next-sentence"}  # HF name prefix -> head
 _TIED_ALIASES = {  # alias in `.bin` files -> the tensor it must equal
     "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
     "cls.predictions.decoder.bias": "cls.predictions.bias",
@@ -261,10 +269,20 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
                                       "an untied decoder")
             del state[alias]
 
-    skipped = {k for k in state if _SKIPPED.search(k) or (not has_pooler and ".pooler." in f".{k}")}
+    dropped = set()
+    for prefix, head in _PRETRAINING_HEADS.items():  # a pretraining head this model does not have
+        unused = sorted(k for k in state if k.startswith(prefix))
+        if unused and not any(k.startswith(prefix) for k in expected):
+            notes.append(f"dropped the {head} head's tensors {unused}")
+            dropped |= set(unused)
+    has_nsp = any(k.startswith(_NSP_HEAD) for k in expected)
+    skipped = {k for k in state if _SKIPPED.search(k) or (not has_pooler and ".pooler." in f".{k}")} | dropped
     missing = sorted(k for k in expected if k not in state)
     if is_base and missing and all(k.startswith("pooler.") for k in missing):
         notes.append(f"initialised a new pooler {missing} (the checkpoint has none)")
+        missing = []
+    if has_nsp and missing and all(k.startswith(("bert.pooler.", _NSP_HEAD)) for k in missing):
+        notes.append(f"initialised a new pooler and next-sentence head {missing} (an MLM checkpoint has neither)")
         missing = []
     unexpected = sorted(k for k in state if k not in expected and k not in skipped)
     mismatched = sorted(f"{k}: checkpoint {tuple(state[k].shape)}, model {tuple(own[expected[k]].shape)}"

@@ -192,6 +192,15 @@ class SequenceClassifierOutput:
     logits: torch.Tensor                     # (B, K)
 
 
+@dataclass
+class PreTrainingOutput:
+    loss: torch.Tensor | None                # MLM + NSP, when both labels are given
+    prediction_logits: torch.Tensor          # (B, T, V), or (M, V) / (B, P, V) as in BertForMaskedLM
+    seq_relationship_logits: torch.Tensor    # (B, 2): 0 = B follows A, 1 = B is random
+    mlm_loss: torch.Tensor | None = None     # the two parts of the loss, for logging
+    nsp_loss: torch.Tensor | None = None
+
+
 class BertPreTrainedModel(Pretrained, nn.Module):
     """What every model class shares: from_pretrained / save_pretrained in HF's folder layout
     (checkpoint.py), and the encoder under its HF name."""
@@ -297,6 +306,23 @@ class MLMHead(nn.Module):
         h = self.norm(self.act(self.dense(h)))            # (..., C)
         return F.linear(h, word_embeddings, self.bias)     # (..., V) = h @ E^T + b
 
+    def predict(self, h: torch.Tensor, word_embeddings: torch.Tensor, labels=None, masked_only: bool = False,
+                target_positions=None) -> "MaskedLMOutput":
+        """The logits (and, with labels, the MLM loss) of the hidden states h (B, T, C), at every
+        position, at the masked ones only, or at fixed target slots (BertForMaskedLM.forward)."""
+        if target_positions is not None:
+            index = target_positions[..., None].expand(-1, -1, h.shape[-1])  # (B, P, C)
+            logits = self(h.gather(1, index), word_embeddings)                # (B, P, V)
+            return MaskedLMOutput(mlm_loss(logits, labels, check=False), logits)
+        if masked_only:
+            if labels is None:
+                raise ValueError("masked_only=True needs labels to know which positions to score")
+            is_target = labels != IGNORE_INDEX  # (B, T)
+            h, labels = h[is_target], labels[is_target]  # (M, C), (M,)
+        logits = self(h, word_embeddings)  # (B, T, V) | (M, V)
+        loss = mlm_loss(logits, labels) if labels is not None else None
+        return MaskedLMOutput(loss, logits)
+
 
 class BertForMaskedLM(BertPreTrainedModel):
     """BertModel without pooler, plus the MLM head tied to the word embeddings (HF's layout)."""
@@ -324,18 +350,8 @@ class BertForMaskedLM(BertPreTrainedModel):
         labelled -100 and skipped; the loss divides by the number of real targets).
         """
         h = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state  # (B, T, C)
-        if target_positions is not None:
-            index = target_positions[..., None].expand(-1, -1, h.shape[-1])  # (B, P, C)
-            logits = self.mlm_head(h.gather(1, index), self.bert.embeddings.word_embeddings.weight)  # (B, P, V)
-            return MaskedLMOutput(mlm_loss(logits, labels, check=False), logits)
-        if masked_only:
-            if labels is None:
-                raise ValueError("masked_only=True needs labels to know which positions to score")
-            is_target = labels != IGNORE_INDEX  # (B, T)
-            h, labels = h[is_target], labels[is_target]  # (M, C), (M,)
-        logits = self.mlm_head(h, self.bert.embeddings.word_embeddings.weight)  # (B, T, V) | (M, V)
-        loss = mlm_loss(logits, labels) if labels is not None else None
-        return MaskedLMOutput(loss, logits)
+        return self.mlm_head.predict(h, self.bert.embeddings.word_embeddings.weight, labels, masked_only,
+                                     target_positions)
 
 
 def _check_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
@@ -345,6 +361,59 @@ def _check_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
     if labels.min() < 0 or labels.max() >= K:
         raise ValueError(f"labels must lie in [0, {K}); got values from "
                          f"{int(labels.min())} to {int(labels.max())}")
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """BERT's two pretraining tasks on one encoder (HF's layout): the MLM head tied to the word
+    embeddings, and the next-sentence head, a Linear(C, 2) on the pooler output (tanh on [CLS]):
+    label 0 when segment B follows A in the text, 1 when B was drawn from another document."""
+
+    hf_architecture = "BertForPreTraining"
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.mlm_head = MLMHead(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        for head in (self.mlm_head, self.nsp_head):
+            head.apply(lambda m: init_weights(m, config.initializer_range))
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None, next_sentence_label=None,
+                masked_only: bool = False, target_positions=None) -> PreTrainingOutput:
+        """labels as BertForMaskedLM's; next_sentence_label (B,) in {0, 1}. The loss is the MLM
+        loss plus the NSP cross-entropy (each a mean), when both labels are given, as in HF."""
+        out = self.bert(input_ids, attention_mask, token_type_ids)
+        mlm = self.mlm_head.predict(out.last_hidden_state, self.bert.embeddings.word_embeddings.weight, labels,
+                                    masked_only, target_positions)
+        nsp_logits = self.nsp_head(out.pooler_output)  # (B, 2)
+        nsp_loss = None
+        if next_sentence_label is not None:
+            _check_labels(next_sentence_label, nsp_logits)
+            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label)
+        loss = mlm.loss + nsp_loss if mlm.loss is not None and nsp_loss is not None else None
+        return PreTrainingOutput(loss, mlm.logits, nsp_logits, mlm.loss, nsp_loss)
+
+
+class BertForNextSentencePrediction(BertPreTrainedModel):
+    """The next-sentence head alone on the encoder (HF's BertForNextSentencePrediction)."""
+
+    hf_architecture = "BertForNextSentencePrediction"
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        init_weights(self.nsp_head, config.initializer_range)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> SequenceClassifierOutput:
+        logits = self.nsp_head(self.bert(input_ids, attention_mask, token_type_ids).pooler_output)  # (B, 2)
+        loss = None
+        if labels is not None:
+            _check_labels(labels, logits)
+            loss = F.cross_entropy(logits, labels)
+        return SequenceClassifierOutput(loss, logits)
 
 
 class BertForSequenceClassification(BertPreTrainedModel):
@@ -422,13 +491,14 @@ class BertForClassification(BertPreTrainedModel):
         return logits
 
 
-MODEL_CLASSES = {c.hf_architecture: c for c in (BertModel, BertForMaskedLM, BertForSequenceClassification,
+MODEL_CLASSES = {c.hf_architecture: c for c in (BertModel, BertForMaskedLM, BertForPreTraining,
+                                                 BertForNextSentencePrediction, BertForSequenceClassification,
                                                  BertForClassification)}
 
 
 def load_model(path: str | os.PathLike, default: type = BertModel, **config_overrides) -> BertPreTrainedModel:
     """The model class a checkpoint's config.json names in `architectures` (else `default`),
-    loaded from it: what HF's AutoModel does, for these four classes."""
+    loaded from it: what HF's AutoModel does, for these six classes."""
     path = os.fspath(path)
     config, architectures = read_config(path)
     cls = next((MODEL_CLASSES[a] for a in architectures if a in MODEL_CLASSES), default)

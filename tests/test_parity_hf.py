@@ -14,6 +14,8 @@ from conftest import perturb_, tiny_config
 ATOL = 1e-5
 PAIRS = [(minibert.BertModel, transformers.BertModel),
          (minibert.BertForMaskedLM, transformers.BertForMaskedLM),
+         (minibert.BertForPreTraining, transformers.BertForPreTraining),
+         (minibert.BertForNextSentencePrediction, transformers.BertForNextSentencePrediction),
          (minibert.BertForSequenceClassification, transformers.BertForSequenceClassification)]
 IDS = [ours.__name__ for ours, _ in PAIRS]
 
@@ -41,6 +43,16 @@ def run(model, batch, is_hf):
         labels = torch.full_like(ids, -100)
         labels[0, 3], labels[1, 2], labels[2, 8], labels[2, 1] = 17, 40, 3, 98
         out = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels)
+        loss, outputs = out.loss, {"logits": out.logits, "loss": out.loss}
+    elif isinstance(model, (minibert.BertForPreTraining, transformers.BertForPreTraining)):
+        labels = torch.full_like(ids, -100)
+        labels[0, 3], labels[1, 2], labels[2, 8], labels[2, 1] = 17, 40, 3, 98
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=labels,
+                    next_sentence_label=torch.tensor([0, 1, 1]))
+        loss, outputs = out.loss, {"prediction_logits": out.prediction_logits,
+                                   "seq_relationship_logits": out.seq_relationship_logits, "loss": out.loss}
+    elif isinstance(model, (minibert.BertForNextSentencePrediction, transformers.BertForNextSentencePrediction)):
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=torch.tensor([0, 1, 1]))
         loss, outputs = out.loss, {"logits": out.logits, "loss": out.loss}
     else:
         out = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=torch.tensor([2, 0, 1]))
