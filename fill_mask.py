@@ -39,6 +39,7 @@ from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.run import die
 from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
 from minibert.run.folders import resolve_checkpoint
+from minibert.text import lines_of
 from minibert.run.training import pick_device
 
 
@@ -67,7 +68,7 @@ def read_texts(texts: list[str]) -> list[str]:
         try:
             if sys.stdin is None:
                 raise OSError("it is closed")
-            texts = sys.stdin.buffer.read().decode("utf-8-sig").splitlines()
+            texts = lines_of(sys.stdin.buffer.read().decode("utf-8-sig"))
         except (OSError, UnicodeDecodeError) as e:
             die(f"cannot read standard input: {getattr(e, 'strerror', None) or e}; give UTF-8 text, one text per line")
         texts = [t for t in texts if t.strip()]

@@ -52,6 +52,7 @@ from minibert.run.flags import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, SEED,
 from minibert.run.labelled import (InputError, batch_of, batches, encode, read_split, scores, split_files, split_rows,
                                    token_ids)
 from minibert.run.training import pick_device, use_tf32
+from minibert.text import lines_of
 
 RECIPE = Recipe()  # make run's recipe, picked on validation (minibert.run.finetuning.Recipe)
 DEFAULT_LR = {"full": RECIPE.lr, "frozen": 1e-3, "lora": 1e-3}
@@ -309,11 +310,11 @@ def recover_export(model: str) -> None:
 def predict(args):
     try:
         if args.file:
-            with open(args.file, encoding="utf-8-sig") as f:
-                lines = f.read().splitlines()
+            with open(args.file, encoding="utf-8-sig", newline="") as f:
+                lines = lines_of(f.read())
         else:
             raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-            lines = raw.decode("utf-8-sig").splitlines()
+            lines = lines_of(raw.decode("utf-8-sig"))
     except (OSError, UnicodeDecodeError) as e:
         die(f"cannot read {args.file or 'standard input'}: {getattr(e, 'strerror', None) or e}; "
             "give UTF-8 text, one sentence per line")

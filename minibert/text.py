@@ -9,12 +9,19 @@ spent on padding except in the very last block, whose padding has attention_mask
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of a text, split at line ends only (\n, \r\n or \r): str.splitlines() also
+    splits at a form feed, U+2028, U+0085 and other characters that may sit inside one line."""
+    return re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")) if text else []
 
 
 def train_wordpiece(lines, vocab_size: int, min_frequency: int = 2) -> Tokenizer:

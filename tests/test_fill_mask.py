@@ -21,7 +21,7 @@ import fill_mask as command
 from data.prepare import fetch_minilm
 from minibert import BertForMaskedLM, BertForSequenceClassification, BertModel
 from minibert.fill_mask import FillMaskError, fill_mask
-from minibert.text import SPECIAL_TOKENS
+from minibert.text import SPECIAL_TOKENS, lines_of
 
 from conftest import assert_close, perturb_, tiny_config
 
@@ -303,3 +303,14 @@ def test_minilm_a_real_bert_without_mlm_head_is_refused_in_one_line(capsys):
                         r"tensors: an encoder or classifier checkpoint\); fill-mask needs a BertForMaskedLM "
                         r"checkpoint, such as train_mlm.py writes", e.value.code), e.value.code
     assert capsys.readouterr() == ("", "")
+
+
+def test_standard_input_is_split_at_line_ends_only(checkpoints, monkeypatch, capsys):
+    """Two lines (a CR LF between them): the first holds a U+2028 and a form feed, which
+    str.splitlines() would take for line ends, making a line `the cat .` with no [MASK] (an
+    error). Split at line ends only, it is two texts, each with its one [MASK]."""
+    assert lines_of("a\u2028b\x0cc\r\nd\re\n") == ["a\u2028b\x0cc", "d", "e"] and lines_of("") == []
+    monkeypatch.setattr(sys, "stdin", Stdin("the [MASK] .\u2028the cat .\x0c\r\nthe [MASK] .\n".encode()))
+    command.main(["--checkpoint", str(checkpoints / "mlm")])
+    out = capsys.readouterr().out
+    assert out.count("mask 1:") == 2 and "mask 2:" not in out, out
