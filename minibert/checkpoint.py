@@ -412,8 +412,9 @@ def load_tokenizer(path: str | os.PathLike):
 
 def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
     """A tokenizer.json beside a config.json must be the one the model was saved with: the
-    sha256 config.json records (minibert's checkpoints), and in any case no more tokens than
-    the model's vocabulary. A CheckpointError otherwise: the pair does not belong together."""
+    sha256 config.json records (minibert's checkpoints), and in any case exactly as many tokens
+    as the model's vocabulary (fewer would leave ids the model can guess with no token to print).
+    A CheckpointError otherwise: the pair does not belong together."""
     try:
         with open(os.path.join(os.fspath(path), "config.json"), "rb") as f:
             config = parse_json(f.read())
@@ -425,7 +426,7 @@ def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
     if recorded is not None and recorded != hashlib.sha256(text).hexdigest():
         raise CheckpointError(f"{file} is not the tokenizer its model was saved with (its sha256 differs from "
                               f"config.json's {TOKENIZER_DIGEST}): the tokenizer does not belong to its model")
-    vocab = config.get("vocab_size")
-    if isinstance(vocab, int) and tokenizer.get_vocab_size() > vocab:
-        raise CheckpointError(f"{file} has {tokenizer.get_vocab_size()} tokens, more than its model's vocabulary "
-                              f"({vocab}): the tokenizer does not belong to its model")
+    vocab, size = config.get("vocab_size"), tokenizer.get_vocab_size()
+    if isinstance(vocab, int) and size != vocab:
+        raise CheckpointError(f"{file} has {size:,} tokens, {'more' if size > vocab else 'fewer'} than its model's "
+                              f"vocabulary ({vocab:,}): the tokenizer does not belong to its model")

@@ -61,7 +61,7 @@ def test_tokenizer_is_saved_beside_the_weights(tmp_path):
     from tokenizers.models import WordLevel
 
     tok = Tokenizer(WordLevel({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
-    BertModel(tiny_config()).save_pretrained(tmp_path, tokenizer=tok)
+    BertModel(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(tmp_path, tokenizer=tok)
     assert load_tokenizer(tmp_path).token_to_id("hello") == 1
 
 
@@ -352,3 +352,21 @@ def test_corrupt_tokenizer_json_is_a_checkpoint_error(tmp_path, content):
     with pytest.raises(CheckpointError, match=r"tokenizer\.json: not a valid tokenizer\.json \(.+\)$") as e:
         load_tokenizer(tmp_path)
     _one_line_naming(e, file)
+
+
+def test_a_tokenizer_of_another_size_than_the_vocabulary_is_refused(tmp_path):
+    """A model of 60 word vectors beside a tokenizer of fewer tokens would let fill-mask guess ids
+    that have no token (printed as None); beside more, ids past the embedding table. Both are
+    refused when the tokenizer is loaded, naming the two sizes; the right size loads."""
+    from minibert.text import train_wordpiece
+    tok = train_wordpiece(["the cat sat on the mat", "a dog ran"] * 5, vocab_size=60)
+    size = tok.get_vocab_size()
+    for vocab, word in ((size + 7, "fewer"), (size - 3, "more")):
+        folder = tmp_path / f"v{vocab}"
+        BertForMaskedLM(tiny_config(vocab_size=vocab)).save_pretrained(folder)
+        tok.save(str(folder / "tokenizer.json"))
+        with pytest.raises(CheckpointError, match=rf"has {size} tokens, {word} than its model's vocabulary "
+                                                  rf"\({vocab}\): the tokenizer does not belong to its model"):
+            load_tokenizer(folder)
+    BertForMaskedLM(tiny_config(vocab_size=size)).save_pretrained(tmp_path / "ok", tokenizer=tok)
+    assert load_tokenizer(tmp_path / "ok").get_vocab_size() == size
