@@ -157,10 +157,6 @@ def main(argv=None):
             args.minilm = fetch_minilm()
         except DataError as e:
             die(str(e))
-    try:
-        os.makedirs(args.out, exist_ok=True)
-    except OSError as e:
-        die(f"cannot make --out {args.out}: {e.strerror}; give a folder")
     minilm, minilm_tok = load(args.minilm, "--minilm")
     tables = [("MiniLM", "English", polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH_ALL, ENGLISH_ALL_PAIRS))]
     tables += minibert_table(args.checkpoint, "--checkpoint", "minibert-en", "English", ENGLISH_ALL, ENGLISH_ALL_PAIRS,
@@ -179,6 +175,10 @@ def main(argv=None):
         m = sense_means(table)
         print(f"{pad(name, 26)} {language:8s} same {m['same']:.3f} ({pairs(m['n_same'])})  "
               f"different {m['different']:.3f} ({pairs(m['n_different'])})  gap {m['gap']:+.3f}")
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        die(f"cannot make --out {args.out}: {e.strerror}; give a folder")
     png = heat_map(minilm, minilm_tok, ENGLISH, os.path.join(args.out, "heatmap-minilm-en.png"),
                    "MiniLM: cosine similarity of the target word's contextual vectors")
     print(f"\nheat map: {png}" if png else f"\nno heat map: {NO_MATPLOTLIB}")

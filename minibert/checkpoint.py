@@ -10,7 +10,8 @@ A file that cannot be read (a cut or garbled safetensors file or index, a `.bin`
 given where a folder is expected) is a one-line CheckpointError naming it.
 
 Loading is strict: a missing or unexpected tensor, or a shape mismatch, raises a
-CheckpointError listing all of them. The documented exceptions:
+CheckpointError listing all of them, and so does a weight that is not finite (inf or nan), so
+that no command computes with one. The documented exceptions:
 - the buffers `embeddings.position_ids` / `embeddings.token_type_ids` that older checkpoints
   carry are skipped;
 - the pretraining heads, masked-LM `cls.predictions.*` and next-sentence `cls.seq_relationship.*`,
@@ -80,6 +81,15 @@ _CLASSIFIERS = {"BertForSequenceClassification", "BertForClassification"}
 class CheckpointError(ValueError):
     """A checkpoint that cannot be loaded (a damaged file, or tensors that do not fit the
     model), said in one line naming the file or listing the misfits: nothing was loaded."""
+
+
+class NotFiniteError(CheckpointError):
+    """A checkpoint whose weights hold an inf or a nan; `tensors` names them (HF's names)."""
+
+    def __init__(self, source: str, tensors: list[str]):
+        self.tensors = tensors
+        shown = ", ".join(tensors[:3]) + (" ..." if len(tensors) > 3 else "")
+        super().__init__(f"{source} holds weights that are not finite (inf or nan) in {shown}; nothing was loaded")
 
 
 def to_hf_name(name: str) -> str:
@@ -293,6 +303,9 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
                                      ("shape mismatch", mismatched)) if x]
         raise CheckpointError(f"{source} does not fit {type(model).__name__}; nothing was loaded.\n"
                               + "\n".join(_listing(t, x) for t, x in parts))
+    not_finite = sorted(k for k in expected if k in state and not bool(torch.isfinite(state[k]).all()))
+    if not_finite:
+        raise NotFiniteError(source, not_finite)
     with torch.no_grad():
         for hf_name, ours in expected.items():
             if hf_name in state:

@@ -225,7 +225,7 @@ def rewrite_weights(ckpt, change):
 
 
 @pytest.mark.parametrize("damage,note", [
-    ("inf", "holds weights that are not finite"),
+    ("inf", r"holds weights that are not finite (cls.predictions.bias)"),
     ("swapped", "holds the weights of step 1 beside the training state of step 2"),
 ])
 def test_resume_skips_a_checkpoint_with_bad_or_swapped_weights(base, corpus, tmp_path, capsys, damage, note):
@@ -714,3 +714,38 @@ def test_a_run_file_nested_too_deeply_is_damaged_not_a_traceback(base, corpus, t
     command()
     assert "validation" in capsys.readouterr().out
     assert "[[[" not in (out / "metrics.jsonl").read_text() and '"x"' not in (out / "metrics.jsonl").read_text()
+
+
+@pytest.fixture
+def not_finite(setup, tmp_path):
+    """make run's kinds of folder with one weight set to inf: an MLM checkpoint (with its
+    tokenizer) and a classifier (HF's head)."""
+    from minibert import BertForMaskedLM, load_tokenizer
+    tokenizer = load_tokenizer(setup / "ckpt")
+    mlm = BertForMaskedLM.from_pretrained(setup / "ckpt")
+    cls = BertForSequenceClassification(mlm.config, 2)
+    for model, name in ((mlm, "mlm"), (cls, "cls")):
+        with torch.no_grad():
+            model.bert.layers[0].intermediate.weight[3, 5] = float("inf")
+        model.save_pretrained(tmp_path / name, tokenizer=tokenizer)
+    (tmp_path / "in.txt").write_text("the [MASK] was good\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", ["fill_mask", "finetune", "predict", "polysemy", "probe"])
+def test_weights_that_are_not_finite_are_refused_before_any_folder_is_made(command, not_finite, setup):
+    """One inf among the weights: every command that loads weights stops with one line naming
+    it, and makes no output folder (the commands' --out below must not exist afterwards)."""
+    import fill_mask
+    import probe
+    t, out = not_finite, not_finite / "out"
+    argv = {"fill_mask": ["--checkpoint", str(t / "mlm"), "the [MASK] ."],
+            "finetune": ["--checkpoint", str(t / "mlm"), "--data", str(setup / "data"), "--out", str(out)],
+            "predict": ["predict", "--model", str(t / "cls"), "--file", str(t / "in.txt")],
+            "polysemy": ["--checkpoint", str(t / "mlm"), "--minilm", str(setup / "ckpt"), "--out", str(out)],
+            "probe": ["--checkpoint", str(t / "mlm"), "--out", str(out)]}[command]
+    main = {"fill_mask": fill_mask.main, "finetune": finetune.main, "predict": finetune.main,
+            "polysemy": polysemy.main, "probe": probe.main}[command]
+    with refusal(r"holds weights that are not finite \(inf or nan\) in (bert\.)?encoder.layer.0.intermediate.dense.weight"):
+        main(argv)
+    assert not out.exists()

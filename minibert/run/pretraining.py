@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ..checkpoint import load_tokenizer, read_header
+from ..checkpoint import NotFiniteError, load_tokenizer, read_header
 from ..config import BertConfig
 from ..files import append_line
 from ..masking import MaskingVocab, max_predictions
@@ -242,7 +242,9 @@ def resumable_checkpoint(run: Run):
             model = BertForMaskedLM.from_pretrained(ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout,
                                                     attention_probs_dropout_prob=args.dropout)
             check_training_state(state, model, run.device)
-            problem = checkpoint_problem(ckpt, model, state["step"])
+            problem = checkpoint_problem(ckpt, state["step"])
+        except NotFiniteError as e:
+            problem = f"holds weights that are not finite ({', '.join(e.tensors[:3])})"
         except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
             problem = f"is damaged ({type(e).__name__}: {first_line(e)})"
         if problem:
@@ -312,11 +314,10 @@ def check_training_state(state: dict, model, device) -> None:
         torch.Generator(device=device).set_state(state["cuda_rng"])
 
 
-def checkpoint_problem(ckpt: str, model, step: int) -> str | None:
-    """Why a checkpoint that loaded must still not be resumed from, or None: weights that are
-    not finite, or weights saved at another step than its training state's (files swapped)."""
-    if not weights_are_finite(model):
-        return "holds weights that are not finite"
+def checkpoint_problem(ckpt: str, step: int) -> str | None:
+    """Why a checkpoint that loaded must still not be resumed from, or None: weights saved at
+    another step than its training state's (files swapped). Weights that are not finite do not
+    load at all (checkpoint.load_state)."""
     saved = read_header(os.path.join(ckpt, "model.safetensors"))[1].get("step")
     if saved is not None and saved != str(step):
         return f"holds the weights of step {saved} beside the training state of step {step}"
