@@ -155,6 +155,9 @@ def figure(metrics_path: str):
     if plt is None:
         die(f"cannot plot {metrics_path}: {NO_MATPLOTLIB}")
     records = list(metric_records(metrics_path))
+    if not any(number(r.get("train_loss")) or number(r.get("valid_loss")) for r in records):
+        die(f"{metrics_path} holds no loss to draw yet (no record with a train_loss or valid_loss); "
+            "plot it once the run has logged a step")
     folder = os.path.dirname(os.path.abspath(metrics_path))
     name = os.path.basename(folder)
     if run_kind(folder) == "fine-tuning" or any("epoch" in r for r in records):

@@ -383,10 +383,16 @@ def test_a_missing_split_file_of_the_cache_is_one_line(base, corpus, tmp_path, c
     (["m.jsonl", "--out", "nowhere/loss.png"], "its folder does not exist"),
     (["m.jsonl", "--out", "m.jsonl"], "is the metrics file itself"),
     (["m.jsonl", "--out", "."], "a folder; give a PNG path"),
-], ids=["missing", "folder", "out-in-missing-folder", "out-is-the-log", "out-is-a-folder"])
+    (["empty.jsonl"], r"empty.jsonl holds no loss to draw yet \(no record with a train_loss or valid_loss\)"),
+    (["no-loss.jsonl"], r"no-loss.jsonl holds no loss to draw yet"),
+], ids=["missing", "folder", "out-in-missing-folder", "out-is-the-log", "out-is-a-folder", "empty", "no-loss"])
 def test_plot_metrics_bad_paths_are_one_line(tmp_path, capsys, monkeypatch, argv, pattern):
+    """A bad path, or a metrics file with no loss in it (empty, or a record of another kind and a
+    cut line): one line, and nothing written (no empty plot)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.jsonl").write_text('{"step": 1, "train_loss": 3.0}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "no-loss.jsonl").write_text('{"step": 1, "lr": 0.1}\n{"step": 2, "train_lo')
     before = snapshot(tmp_path)
     one_line_refusal(capsys, lambda: plot_metrics.main(argv), pattern)
     assert snapshot(tmp_path) == before
