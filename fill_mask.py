@@ -36,7 +36,7 @@ import torch
 
 from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
-from minibert.run import die
+from minibert.run import die, interrupted
 from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
 from minibert.run.folders import resolve_checkpoint
 from minibert.text import lines_of
@@ -117,4 +117,7 @@ def shown(guesses) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted("nothing was written")

@@ -425,4 +425,5 @@ if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:
-        interrupted("nothing is half-written; run again with --overwrite to fine-tune afresh")
+        interrupted("nothing was written" if sys.argv[1:2] == ["predict"] else
+                    "nothing is half-written; run again with --overwrite to fine-tune afresh")

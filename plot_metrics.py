@@ -23,7 +23,7 @@ import os
 import sys
 
 from minibert.files import write_file
-from minibert.run import die
+from minibert.run import die, interrupted
 from minibert.run.folders import metric_records, read_json, run_kind
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
@@ -200,4 +200,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted("nothing is half-written")

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from data.prepare import DataError, fetch_minilm
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
-from minibert.run import die
+from minibert.run import die, interrupted
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
@@ -186,4 +186,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted("nothing is half-written")

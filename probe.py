@@ -43,7 +43,7 @@ import torch
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
-from minibert.run import die
+from minibert.run import die, interrupted
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.flags import PROBABILITY, SEED, add_device, check_ranges
@@ -461,4 +461,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted("nothing is half-written; run the same command again")

@@ -12,6 +12,9 @@ import os
 import re
 import shutil
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +31,8 @@ from minibert.run.folders import LOCK_FILE, checkpoints, metric_records
 from conftest import refusal
 from test_faults import pretrain_args
 from test_finetune import run as finetune_run
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def snapshot(root) -> dict:
@@ -755,3 +760,25 @@ def test_weights_that_are_not_finite_are_refused_before_any_folder_is_made(comma
     with refusal(r"holds weights that are not finite \(inf or nan\) in (bert\.)?encoder.layer.0.intermediate.dense.weight"):
         main(argv)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["fill_mask.py"], "nothing was written"),
+    (["finetune.py", "predict"], "nothing was written"),
+    (["finetune.py"], "nothing is half-written; run again with --overwrite to fine-tune afresh"),
+    (["polysemy.py"], "nothing is half-written"),
+    (["plot_metrics.py"], "nothing is half-written"),
+    (["probe.py"], "nothing is half-written; run the same command again"),
+    (["exercise.py"], "nothing was written"),
+    (["train_mlm.py"], "nothing is half-written; --resume continues from the last checkpoint, if there is one"),
+])
+def test_ctrl_c_is_one_line_and_exit_status_130(argv, said):
+    """Ctrl-C (KeyboardInterrupt, raised here as the command reads its flags) in each script, in a
+    process of its own: exit status 130, and one line on standard error saying what is left; no
+    traceback."""
+    code = ("import argparse, runpy, sys\n"
+            "def interrupt(*args, **kwargs):\n    raise KeyboardInterrupt\n"
+            "argparse.ArgumentParser.parse_args = interrupt\n"
+            f"sys.argv = {argv!r}\nrunpy.run_path({argv[0]!r}, run_name='__main__')\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stderr, r.stdout) == (130, f"interrupted: {said}\n", ""), r.stderr[-2000:]
