@@ -19,11 +19,28 @@ def test_tsv_header_row_is_skipped(tmp_path, header):
     assert sorted({y for _, y in rows}) == ["neg", "pos"]
 
 
-def test_tsv_label_named_label_after_the_first_line_is_data(tmp_path):
-    """Only the first line can be a header; later rows are read as written."""
+def test_a_header_row_after_the_first_line_is_refused(tmp_path):
+    """Only the first line can be a header; one further down (two files joined with their
+    headers) would be read as an example of a class named "label": refused, naming its line."""
     f = tmp_path / "train.tsv"
-    f.write_text("a fine film\tpos\ntext\tlabel\n")
-    assert read_split(str(f)) == [("a fine film", "pos"), ("text", "label")]
+    f.write_text("text\tlabel\na fine film\tpos\ntext\tlabel\na dull film\tneg\n")
+    with pytest.raises(InputError, match=r"train.tsv:3: a header row \('text\\tlabel'\) after the first line"):
+        read_split(str(f))
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+@pytest.mark.parametrize("name,rows", [
+    ("valid.tsv", ["a fine film\tpos", "a dull film\tneg", "a good film\tpos"]),
+    ("valid.jsonl", ['{"text": "a fine film", "label": "pos"}', '{"text": "a dull film", "label": "neg"}',
+                     '{"text": "a good film", "label": "pos"}']),
+    ("valid.csv", ["text,label", "a fine film,pos", "a dull film,neg", "a good film,pos"]),
+])
+def test_line_ends_of_every_kind_give_the_same_rows(tmp_path, name, rows, end):
+    """CR-only (old Mac), CR LF (Windows) and LF files hold the same three rows; a CR-only file
+    is not one long line."""
+    f = tmp_path / name
+    f.write_bytes(end.join(rows).encode() + end.encode())
+    assert read_split(str(f)) == [("a fine film", "pos"), ("a dull film", "neg"), ("a good film", "pos")]
 
 
 @pytest.mark.parametrize("row,what", [

@@ -14,7 +14,7 @@ import os
 import torch
 
 from ..files import parse_json
-from ..text import pad_batch, plain_tokenizer
+from ..text import lines_of, pad_batch, plain_tokenizer
 
 
 class InputError(ValueError):
@@ -25,7 +25,8 @@ def read_split(path: str) -> list[tuple[str, str]]:
     """(text, label) rows of a .tsv (text<TAB>label), .csv or .jsonl file (fields text, label).
 
     A .tsv may start with a header row: a first line `text<TAB>label` (or `sentence` /
-    `sentence1` for `text`, any case) is skipped, not read as an example of the class "label".
+    `sentence1` for `text`, any case) is skipped, not read as an example of the class "label";
+    such a row further down is refused. Lines end at \n, \r\n or \r.
     A row without its text or label (a short .csv row, a .jsonl `null` or missing key) is
     refused, naming file:line, rather than read as the class "None".
     """
@@ -34,8 +35,8 @@ def read_split(path: str) -> list[tuple[str, str]]:
         with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a byte-order mark is not text
             if path.endswith(".csv"):
                 rows = _csv_rows(f, path)
-            else:  # line numbers are the file's own: lines end at "\n" only, as editors count them
-                for n, line in enumerate(f.read().split("\n"), 1):
+            else:  # line numbers are the file's own: lines end at \n, \r\n or \r, as editors count them
+                for n, line in enumerate(lines_of(f.read()), 1):
                     if not line.strip():
                         continue
                     if path.endswith(".jsonl"):
@@ -47,10 +48,13 @@ def read_split(path: str) -> list[tuple[str, str]]:
                             raise InputError(f"{path}:{n}: expected a JSON object with text and label")
                         rows.append((n, _field(r, "text", path, n), _field(r, "label", path, n)))
                         continue
-                    text, sep, label = line.rstrip("\r").rpartition("\t")
+                    text, sep, label = line.rpartition("\t")
                     if not sep:
                         raise InputError(f"{path}:{n}: expected text<TAB>label")
-                    if not rows and _is_tsv_header(text, label):
+                    if _is_tsv_header(text, label):
+                        if rows:
+                            raise InputError(f"{path}:{n}: a header row ({line!r}) after the first line; remove it "
+                                             "(were two files joined with their headers?)")
                         continue
                     rows.append((n, text, label))
     except (OSError, UnicodeDecodeError) as e:
