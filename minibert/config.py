@@ -22,15 +22,24 @@ import torch.nn.functional as F
 from .files import parse_json
 
 # Keys that `transformers` writes into config.json as bookkeeping or for model families
-# other than BERT. They do not change a BERT encoder, so reading them is silent.
+# other than BERT. They do not change what a BERT computes (tests/test_config.py shows it for
+# each, in transformers itself), so reading them is silent.
 _HF_BOOKKEEPING_KEYS = frozenset({
     "architectures", "model_type", "transformers_version", "dtype", "torch_dtype",
-    "use_cache", "is_decoder", "add_cross_attention", "bos_token_id", "eos_token_id",
-    "tie_word_embeddings", "label2id", "gradient_checkpointing", "output_past",
+    "use_cache", "bos_token_id", "eos_token_id", "label2id", "gradient_checkpointing", "output_past",
     "directionality", "pooler_fc_size", "pooler_num_attention_heads",
-    "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "problem_type",
+    "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type",
     "_name_or_path", "finetuning_task",
 })
+
+# Keys whose other values change what the model computes, which minibert does not implement:
+# key -> (the values minibert computes as HF does, what another value would mean). Refused.
+_HF_MATH_KEYS = {
+    "is_decoder": ({False}, "causal (decoder) attention"),
+    "add_cross_attention": ({False}, "cross-attention layers"),
+    "tie_word_embeddings": ({True}, "an MLM decoder untied from the word embeddings"),
+    "problem_type": ({None, "single_label_classification"}, "a loss and prediction other than single-label softmax"),
+}
 
 # minibert's own key in a checkpoint's config.json: the sha256 of the tokenizer.json saved with
 # the model (checked by load_tokenizer). `transformers` keeps unknown keys as attributes, unused.
@@ -161,13 +170,18 @@ class BertConfig:
     def from_dict(cls, d: dict) -> "BertConfig":
         """Build from a HF-style dict. Unknown keys are ignored with ONE warning naming them;
         saved run-time switches are ignored silently (the caller chooses the code path).
-        Anything but a dict, or a dict for another `model_type`, is a ValueError."""
+        Anything but a dict, a dict for another `model_type`, or a key of _HF_MATH_KEYS set to a
+        value minibert does not compute (is_decoder true, ...) is a ValueError."""
         if not isinstance(d, dict):
             raise ValueError(f"a config must be a JSON object {{field: value}}, got a {type(d).__name__}")
         if d.get("model_type", "bert") != "bert":
             raise ValueError(f"the config describes a {d['model_type']!r} model, not a BERT")
+        for key, (allowed, meaning) in _HF_MATH_KEYS.items():
+            value = d.get(key)
+            if key in d and (not isinstance(value, (bool, str, type(None))) or value not in allowed):
+                raise ValueError(f"the config sets {key} = {value!r} ({meaning}), which minibert does not implement")
         names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_SWITCHES)
-        unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS
+        unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS and k not in _HF_MATH_KEYS
                          and k not in RUNTIME_SWITCHES and k != TOKENIZER_DIGEST)
         if unknown:
             warnings.warn(f"BertConfig: ignoring unknown config keys {unknown}", stacklevel=2)

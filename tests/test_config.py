@@ -116,3 +116,57 @@ def test_not_a_bert_config_is_refused(tmp_path):
         BertConfig.load(tmp_path)
     with pytest.raises(FileNotFoundError, match="config.json"):
         BertConfig.load(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("key,value,meaning", [
+    ("is_decoder", True, "causal"), ("add_cross_attention", True, "cross-attention"),
+    ("tie_word_embeddings", False, "untied"), ("problem_type", "multi_label_classification", "single-label"),
+    ("problem_type", "regression", "single-label"), ("is_decoder", [1], "causal"),
+])
+def test_a_key_that_changes_the_math_is_refused(key, value, meaning):
+    """transformers applies causal attention for is_decoder, adds cross-attention layers, unties
+    the decoder, and uses sigmoids (multi-label) or a squared error (regression) for problem_type:
+    minibert implements none of these, so it refuses rather than compute something else. The
+    values it does compute (False, True, single-label) load."""
+    with pytest.raises(ValueError, match=rf"the config sets {key} = .* \(.*{meaning}.*\), which minibert does not"):
+        BertConfig.from_dict({key: value})
+    for ok in ({"is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True,
+                "problem_type": "single_label_classification"}, {"problem_type": None}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            BertConfig.from_dict(ok)
+
+
+BOOKKEEPING = {"use_cache": False, "bos_token_id": 7, "eos_token_id": 8, "gradient_checkpointing": True,
+               "output_past": False, "directionality": "bidi", "pooler_fc_size": 999, "pooler_num_attention_heads": 3,
+               "pooler_num_fc_layers": 5, "pooler_size_per_head": 17, "pooler_type": "first_token_transform",
+               "finetuning_task": "sst2", "_name_or_path": "somewhere"}
+
+
+@pytest.mark.parametrize("key", sorted(BOOKKEEPING))
+def test_each_bookkeeping_key_changes_nothing_in_transformers_either(key, tmp_path):
+    """Each key minibert reads silently, written with an unusual value into a checkpoint's
+    config.json: transformers loads it and gives logits bit-identical to the same weights without
+    it, and minibert loads it without a warning and agrees with transformers to the parity
+    tolerance (1e-5, tests/test_parity_hf.py): reading it as bookkeeping loses nothing."""
+    import torch
+    import transformers
+    from minibert import BertForMaskedLM
+    from conftest import assert_close, perturb_
+    torch.manual_seed(0)
+    hf = perturb_(transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20,
+        max_position_embeddings=16))).eval()
+    ids = torch.tensor([[2, 5, 9, 11, 3]])
+    with torch.no_grad():
+        plain = hf(input_ids=ids).logits
+    hf.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, key: BOOKKEEPING[key]}))
+    keyed = transformers.BertForMaskedLM.from_pretrained(tmp_path).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = BertForMaskedLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(keyed(input_ids=ids).logits, plain)
+        assert_close(ours(ids).logits, plain, atol=1e-5, what=f"minibert with {key}")
