@@ -25,7 +25,7 @@ from typing import NamedTuple
 import torch
 from tokenizers import Tokenizer
 
-from .checkpoint import CheckpointError, read_state_dict
+from .checkpoint import CheckpointError, read_config, read_state_dict
 from .text import pad_batch, plain_tokenizer
 from .model import BertForMaskedLM
 
@@ -47,7 +47,9 @@ def load_masked_lm(path) -> BertForMaskedLM:
     """BertForMaskedLM.from_pretrained(path), for any checkpoint in HF's layout (minibert's or
     transformers' BertForMaskedLM). One without the masked-LM head (a BertModel or classifier:
     no `cls.predictions.*` tensors) is a one-line CheckpointError saying so, where strict
-    loading would list the missing tensors."""
+    loading would list the missing tensors. A config.json that is not a BERT's (another
+    architecture, such as RoBERTa's) is said as such first."""
+    read_config(path)
     try:
         return BertForMaskedLM.from_pretrained(path)
     except CheckpointError:

@@ -314,3 +314,18 @@ def test_standard_input_is_split_at_line_ends_only(checkpoints, monkeypatch, cap
     command.main(["--checkpoint", str(checkpoints / "mlm")])
     out = capsys.readouterr().out
     assert out.count("mask 1:") == 2 and "mask 2:" not in out, out
+
+
+@pytest.mark.parametrize("family", ["roberta", "distilbert"])
+def test_a_masked_lm_of_another_architecture_is_refused_for_what_it_is(family, tmp_path, capsys):
+    """A RoBERTa or DistilBERT masked-LM checkpoint (transformers' own, tiny) has an MLM head, just
+    not BERT's tensor names: the refusal names the architecture, not a missing head."""
+    cls, config = {"roberta": (transformers.RobertaForMaskedLM, transformers.RobertaConfig(
+                       vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20)),
+                   "distilbert": (transformers.DistilBertForMaskedLM, transformers.DistilBertConfig(
+                       vocab_size=30, dim=16, n_layers=1, n_heads=2, hidden_dim=20))}[family]
+    cls(config).save_pretrained(tmp_path / family)
+    with pytest.raises(SystemExit) as e:
+        command.main(["--checkpoint", str(tmp_path / family), "the [MASK] ."])
+    assert re.search(rf"describes a '{family}' model, not a BERT", e.value.code), e.value.code
+    assert "masked-LM head" not in e.value.code
