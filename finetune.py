@@ -416,7 +416,9 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    logging.basicConfig(level=logging.INFO, format="%(message)s")  # minibert's info lines, e.g. a head swapped
+    # minibert's info lines (e.g. a head swapped) are part of the report, on standard output: standard
+    # error holds only a refusal, one line, even when it comes after the model has loaded
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     args = parse_args(argv)
     return train(args) if args.command == "train" else predict(args)
 

@@ -782,3 +782,23 @@ def test_ctrl_c_is_one_line_and_exit_status_130(argv, said):
             f"sys.argv = {argv!r}\nrunpy.run_path({argv[0]!r}, run_name='__main__')\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert (r.returncode, r.stderr, r.stdout) == (130, f"interrupted: {said}\n", ""), r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", ["label", "lora"])
+def test_a_refusal_after_the_model_loads_is_still_the_only_line_on_stderr(case, setup, tmp_path):
+    """finetune.py in a process of its own: loading the MLM checkpoint logs an info line (head
+    dropped, pooler initialised); a validation label the training split lacks, or --lora-modules
+    that match nothing, is found after that. Standard error holds the one refusal line only."""
+    data = tmp_path / "data"
+    shutil.copytree(setup / "data", data)
+    extra = []
+    if case == "label":
+        (data / "valid.tsv").write_text("a dull film\tmaybe\n")
+    else:
+        extra = ["--lora-rank", "2", "--lora-modules", "nothing_matches"]
+    r = subprocess.run([sys.executable, "finetune.py", "--checkpoint", str(setup / "ckpt"), "--data", str(data),
+                        "--out", str(tmp_path / "out"), "--no-progress", *extra],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
+    assert "initialised a new pooler" in r.stdout, r.stdout
+    assert not (tmp_path / "out").exists()
