@@ -7,6 +7,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -80,7 +81,6 @@ def test_overwrite_never_deletes_an_input_of_the_run(setup, pretrained, tmp_path
     """--overwrite into the pretraining run a fine-tuning starts from (a run of another kind),
     into a run folder that holds the labelled data, or into one that holds the pretraining
     corpus: each refused, and nothing is deleted."""
-    import shutil
     run_dir = tmp_path / "pre"
     shutil.copytree(pretrained / "run", run_dir, ignore=shutil.ignore_patterns(LOCK_FILE))
     listing = sorted(os.listdir(run_dir))
@@ -191,7 +191,6 @@ def test_a_full_disk_at_a_checkpoint_is_one_line(pretrained, tmp_path, corpus, m
 
 
 def copy_run(pretrained, tmp_path):
-    import shutil
     shutil.copytree(pretrained / "run", tmp_path / "run", ignore=shutil.ignore_patterns(LOCK_FILE))
     return tmp_path / "run"
 
@@ -259,7 +258,6 @@ def test_a_longer_resume_past_the_short_phase_stays_on_long_blocks(pretrained, t
     """The 4-step run trained steps 1-2 on 32 blocks of 8 (half of 4), then steps 3-4 on 8 of 32.
     Resumed from step 2 or 4 with --max-steps 12, whose half is 6, every step from there reads 8
     blocks of 32: a run that has reached --seq-len blocks never goes back to short ones."""
-    import shutil
     out = copy_run(pretrained, tmp_path)
     if resume_at == 2:
         shutil.rmtree(out / "checkpoints" / "step-000004")
@@ -272,7 +270,6 @@ def test_a_shorter_resume_inside_the_short_phase_ends_it_there(pretrained, tmp_p
     """An 8-step run (short blocks for steps 1-4) resumed from its step-3 checkpoint with
     --max-steps 4, whose half is 2: step 4 reads --seq-len blocks, and the short phase is said
     and saved as steps 1-3, what the run did."""
-    import shutil
     out = tmp_path / "run"
     train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "8", "--save-every", "3",
                                  "--keep", "3"))
@@ -378,7 +375,6 @@ def test_fine_tuning_limits_are_checked_before_training(setup, tmp_path, capsys)
         with refusal(message):
             finetune_run(setup, tmp_path / "o", *extra)
         assert not (tmp_path / "o").exists()
-    import shutil
     shutil.copytree(setup / "ckpt", tmp_path / "ckpt")
     tok = json.loads((tmp_path / "ckpt" / "tokenizer.json").read_text())
     tok["model"]["vocab"].update({f"extra{i}": 1000 + i for i in range(200)})
@@ -419,3 +415,18 @@ def test_an_interrupted_export_leaves_the_previous_best_whole(setup, tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         export(model, str(best), None)
     assert (sorted(os.listdir(best)), (best / "model.safetensors").read_bytes()) == before
+
+
+def test_a_resume_of_a_run_another_process_is_using_says_so_before_reading_it(pretrained, tmp_path, corpus):
+    """--resume on a run folder whose lock another process holds: one line naming the holder,
+    and no note calling its checkpoints damaged (they are not read: the holder may be half-way
+    through a save)."""
+    out = tmp_path / "busy"
+    shutil.copytree(pretrained / "run", out)
+    (out / LOCK_FILE).write_text("4242\n")
+    holder = open(out / LOCK_FILE, "a+")
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    (out / "checkpoints" / "step-000004" / "model.safetensors").write_bytes(b"half-way")
+    with refusal(r"--out .*busy is in use by another process \(pid 4242\)"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
+    holder.close()

@@ -56,8 +56,9 @@ def links_in(out: str) -> list[str]:
 def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
                      inputs: tuple[str, ...] = ()) -> str | None:
     """Stop with one line, before anything is loaded or written, if `out` cannot be this run's
-    folder: it is a file, it is not writable, it holds a run of another kind, or a run of this
-    kind without --resume and `overwrite` was not asked for. `overwrite` replaces a run of this
+    folder: it is a file, it is not writable, it holds a run of another kind, a run another
+    process is using (its lock), or a run of this kind without --resume and `overwrite` was not
+    asked for. `overwrite` replaces a run of this
     kind only: never a run of another kind, a folder of other files, or one that holds an input
     of this run (`inputs`: the checkpoint, the data). Returns what it holds."""
     if os.path.exists(out) and not os.path.isdir(out):
@@ -68,6 +69,9 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
             "remove it, or choose another --out")
     if found == "other files":
         die(f"--out {out} already holds other files; choose another --out (--overwrite only replaces a run)")
+    holder = lock_holder(out) if found in KINDS else None
+    if holder is not None:  # said before anything of the run is read: its files may be half-way through a save
+        die(f"--out {out} is in use by another process (pid {holder}); wait for it to finish or choose another --out")
     if found in KINDS and found != kind:
         die(f"--out {out} already holds a {found} run; choose another --out (--overwrite only replaces a {kind} run)")
     if found and not overwrite and not (resume and found == kind):
@@ -86,6 +90,25 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if not os.access(parent, os.W_OK | os.X_OK):
         die(f"cannot write to --out {out}: {parent} is not writable; choose another --out")
     return found
+
+
+def lock_holder(out: str) -> str | None:
+    """The pid in `out`'s lock file while another process holds the lock (claim_run_folder), else
+    None. Only looks: the lock is taken and let go at once."""
+    path = os.path.join(out, LOCK_FILE)
+    if fcntl is None or not os.path.isfile(path):
+        return None
+    try:
+        lock = os.fdopen(open_no_link(path, os.O_RDONLY), "r", encoding="utf-8")
+    except OSError:
+        return None
+    with lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return lock.read().strip() or "?"
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return None
 
 
 def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
