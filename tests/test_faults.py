@@ -430,3 +430,18 @@ def test_a_resume_of_a_run_another_process_is_using_says_so_before_reading_it(pr
     with refusal(r"--out .*busy is in use by another process \(pid 4242\)"):
         train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
     holder.close()
+
+
+def test_a_run_inside_another_run_is_refused(pretrained, setup, tmp_path, corpus):
+    """finetune.py --out inside a pretraining run's checkpoint folder (which the next --resume
+    may prune), and a pretraining run inside a fine-tuning run: one line each, nothing made."""
+    run = tmp_path / "pre"
+    shutil.copytree(pretrained / "run", run, ignore=shutil.ignore_patterns(LOCK_FILE))
+    inside = run / "checkpoints" / "step-000004" / "cls"
+    with refusal(r"--out .*cls is inside the pretraining run .*pre; a run never goes inside another"):
+        finetune_run(setup, inside)
+    assert not inside.exists()
+    finetune_run(setup, tmp_path / "ft", "--epochs", "1")
+    with refusal(r"is inside the fine-tuning run .*ft"):
+        train_mlm.main(pretrain_args(tmp_path / "ft" / "best" / "pre", corpus, pretrained / "cache"))
+    assert not (tmp_path / "ft" / "best" / "pre").exists()

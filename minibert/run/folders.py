@@ -56,8 +56,8 @@ def links_in(out: str) -> list[str]:
 def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
                      inputs: tuple[str, ...] = ()) -> str | None:
     """Stop with one line, before anything is loaded or written, if `out` cannot be this run's
-    folder: it is a file, it is not writable, it holds a run of another kind, a run another
-    process is using (its lock), or a run of this kind without --resume and `overwrite` was not
+    folder: it is a file, it is not writable, it lies inside another run, it holds a run of
+    another kind, a run another process is using (its lock), or a run of this kind without --resume and `overwrite` was not
     asked for. `overwrite` replaces a run of this
     kind only: never a run of another kind, a folder of other files, or one that holds an input
     of this run (`inputs`: the checkpoint, the data). Returns what it holds."""
@@ -69,6 +69,10 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
             "remove it, or choose another --out")
     if found == "other files":
         die(f"--out {out} already holds other files; choose another --out (--overwrite only replaces a run)")
+    outer = enclosing_run(out)
+    if outer is not None:
+        die(f"--out {out} is inside the {run_kind(outer)} run {outer}; a run never goes inside another (pruning "
+            "or --overwrite of that one would delete it): choose another --out")
     holder = lock_holder(out) if found in KINDS else None
     if holder is not None:  # said before anything of the run is read: its files may be half-way through a save
         die(f"--out {out} is in use by another process (pid {holder}); wait for it to finish or choose another --out")
@@ -90,6 +94,16 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if not os.access(parent, os.W_OK | os.X_OK):
         die(f"cannot write to --out {out}: {parent} is not writable; choose another --out")
     return found
+
+
+def enclosing_run(out: str) -> str | None:
+    """The nearest folder above `out` that is a run (its run.json says so), or None."""
+    here = os.path.abspath(out)
+    while os.path.dirname(here) != here:
+        here = os.path.dirname(here)
+        if run_kind(here) in KINDS:
+            return here
+    return None
 
 
 def lock_holder(out: str) -> str | None:
