@@ -445,3 +445,33 @@ def test_a_run_inside_another_run_is_refused(pretrained, setup, tmp_path, corpus
     with refusal(r"is inside the fine-tuning run .*ft"):
         train_mlm.main(pretrain_args(tmp_path / "ft" / "best" / "pre", corpus, pretrained / "cache"))
     assert not (tmp_path / "ft" / "best" / "pre").exists()
+
+
+def test_overwrite_cut_short_mid_deletion_leaves_a_run_overwrite_replaces(setup, tmp_path, monkeypatch):
+    """--overwrite deletes the old run's entries one by one, run.json last. Ctrl-C before any
+    one of them (each place tried on a copy) leaves a folder that is still a fine-tuning run,
+    not "other files", which both --overwrite and --resume would refuse for ever; the next
+    --overwrite then replaces it."""
+    import minibert.run.folders as folders
+    finished = tmp_path / "finished"
+    finetune_run(setup, finished, "--epochs", "1")
+    entries = len(os.listdir(finished)) - 1  # all but the lock
+    real_rmtree, real_remove = shutil.rmtree, os.remove
+    for stop_at in range(entries):
+        out = tmp_path / f"cut{stop_at}"
+        shutil.copytree(finished, out)
+        deleted = []
+
+        def delete_or_stop(path, *args, **kwargs):
+            if len(deleted) == stop_at:
+                raise KeyboardInterrupt
+            deleted.append(path)
+            (real_rmtree if os.path.isdir(path) else real_remove)(path)
+
+        monkeypatch.setattr(folders.shutil, "rmtree", delete_or_stop)
+        monkeypatch.setattr(folders.os, "remove", delete_or_stop)
+        with pytest.raises(KeyboardInterrupt):
+            folders.claim_run_folder(str(out), "fine-tuning", overwrite=True)
+        monkeypatch.undo()
+        assert folders.run_kind(str(out)) == "fine-tuning", (stop_at, deleted)
+    assert finetune_run(setup, out, "--epochs", "1", "--overwrite")["test_acc"] > 0.5

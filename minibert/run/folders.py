@@ -148,8 +148,8 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
     lock.flush()
-    if found and overwrite:
-        for name in set(os.listdir(out)) - {LOCK_FILE}:
+    if found and overwrite:  # run.json last: a deletion cut short leaves a run that --overwrite still replaces
+        for name in sorted(set(os.listdir(out)) - {LOCK_FILE}, key=lambda name: name == RUN_FILE):
             path = os.path.join(out, name)
             shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
     try:
