@@ -28,19 +28,20 @@ def test_a_header_row_after_the_first_line_is_refused(tmp_path):
         read_split(str(f))
 
 
-@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
-@pytest.mark.parametrize("name,rows", [
-    ("valid.tsv", ["a fine film\tpos", "a dull film\tneg", "a good film\tpos"]),
+@pytest.mark.parametrize("name,rows,ends", [
+    ("valid.tsv", ["a fine film\tpos", "a dull film\tneg", "a good film\tpos"], ["\r", "\r\n", "\n"]),
+    ("valid.csv", ["text,label", "a fine film,pos", "a dull film,neg", "a good film,pos"], ["\r", "\r\n", "\n"]),
     ("valid.jsonl", ['{"text": "a fine film", "label": "pos"}', '{"text": "a dull film", "label": "neg"}',
-                     '{"text": "a good film", "label": "pos"}']),
-    ("valid.csv", ["text,label", "a fine film,pos", "a dull film,neg", "a good film,pos"]),
+                     '{"text": "a good film", "label": "pos"}'], ["\r\n", "\n"]),
 ])
-def test_line_ends_of_every_kind_give_the_same_rows(tmp_path, name, rows, end):
-    """CR-only (old Mac), CR LF (Windows) and LF files hold the same three rows; a CR-only file
-    is not one long line."""
-    f = tmp_path / name
-    f.write_bytes(end.join(rows).encode() + end.encode())
-    assert read_split(str(f)) == [("a fine film", "pos"), ("a dull film", "neg"), ("a good film", "pos")]
+def test_line_ends_of_every_kind_give_the_same_rows(tmp_path, name, rows, ends):
+    """CR-only (old Mac), CR LF (Windows) and LF files hold the same three rows; a CR-only .tsv
+    or .csv is not one long line. (JSON Lines ends lines at LF only: a CR inside a record is
+    JSON whitespace, test_refusals.py::test_a_capitalised_csv_header_reads_and_jsonl_lines_are_physical.)"""
+    for end in ends:
+        f = tmp_path / name
+        f.write_bytes(end.join(rows).encode() + end.encode())
+        assert read_split(str(f)) == [("a fine film", "pos"), ("a dull film", "neg"), ("a good film", "pos")], end
 
 
 @pytest.mark.parametrize("row,what", [

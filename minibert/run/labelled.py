@@ -26,7 +26,7 @@ def read_split(path: str) -> list[tuple[str, str]]:
 
     A .tsv may start with a header row: a first line `text<TAB>label` (or `sentence` /
     `sentence1` for `text`, any case) is skipped, not read as an example of the class "label";
-    such a row further down is refused. Lines end at \n, \r\n or \r.
+    such a row further down is refused. A .tsv's lines end at \n, \r\n or \r, a .jsonl's at \n.
     A row without its text or label (a short .csv row, a .jsonl `null` or missing key) is
     refused, naming file:line, rather than read as the class "None".
     """
@@ -35,8 +35,10 @@ def read_split(path: str) -> list[tuple[str, str]]:
         with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a byte-order mark is not text
             if path.endswith(".csv"):
                 rows = _csv_rows(f, path)
-            else:  # line numbers are the file's own: lines end at \n, \r\n or \r, as editors count them
-                for n, line in enumerate(lines_of(f.read()), 1):
+            else:  # line numbers are the file's own. A .tsv's lines end at \n, \r\n or \r, as editors count
+                # them; a .jsonl's at \n only (JSON Lines: a \r inside a record is JSON whitespace)
+                text = f.read()
+                for n, line in enumerate(text.split("\n") if path.endswith(".jsonl") else lines_of(text), 1):
                     if not line.strip():
                         continue
                     if path.endswith(".jsonl"):
