@@ -579,11 +579,13 @@ def main(argv=None):
     pretraining = args.study == "pretraining"
     device = pick_device(args.device) if pretraining else torch.device("cpu")
     out = os.path.join(args.out, args.study)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        die(f"cannot make --out {args.out}: it is a file; give a folder")
+    task, encoders = load_task_and_encoders(args, s, out)  # refused encoders leave no folder behind
     try:
         os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     except OSError as e:
         die(f"cannot make --out {args.out}: {e.filename} {e.strerror}; give a folder")
-    task, encoders = load_task_and_encoders(args, s, out)
     seeds = list(range(s["seeds"]))
     t0 = time.time()
     if pretraining:

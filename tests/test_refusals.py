@@ -439,6 +439,9 @@ def test_exercise_and_compare_refuse_a_damaged_encoder_and_a_file_as_out(base, t
     (tmp_path / "file").write_text("x")
     one_line_refusal(capsys, lambda: compare.main(["methods", "--quick", "--out", str(tmp_path / "file"),
                                                    "--encoders", str(damaged)]), "cannot make --out")
+    one_line_refusal(capsys, lambda: compare.main(["methods", "--quick", "--out", str(tmp_path / "new"),
+                                                   "--encoders", str(damaged)]), "config.json says 7 layers")
+    assert not (tmp_path / "new").exists()  # a refused encoder leaves no --out behind
     task = harness.Task.load(8, 4, 4)
     one_line_refusal(capsys, lambda: harness.Encoder.open(str(damaged), task),
                      f"--encoders {re.escape(str(damaged))}: .*config.json says 7 layers")
