@@ -124,10 +124,15 @@ def test_masking_and_the_whole_training_step_compile_as_one_graph():
     anywhere (an .any() branch, a nonzero, a .tolist(), an .item()) is a graph break and fails it;
     a second graph would be a recompilation. The compiled step draws the same masks as the eager
     one from the same global seed (aot_eager runs the graph's random ops eagerly), so the masked
-    ids are equal and the losses agree to 1e-6. After the updates every parameter agrees to 1e-6
-    except the attention's key biases: their true gradient is 0 (a shift added to every key score
-    of a query cancels in the softmax), so what each run holds there is rounding noise (~1e-9),
-    which Adam scales up to steps of ~lr, differently in each run; they change no output."""
+    ids are equal and the losses agree to 1e-5. The 1e-5, derived: the loss is near ln V = ln 99
+    = 4.6, a mean of logsumexps over V = 99 logits, and the graph may sum in another order than
+    eager: a random-walk rounding of sqrt(99) x u (u = 6e-8, float32) = 6e-7 relative, 2.8e-6 on
+    4.6, plus as much again from the parameters of earlier batches' updates, which differ in their
+    last bits (with one thread the losses differ by 1.4e-6). After the updates every parameter
+    agrees to 1e-6 except the attention's key biases: their true gradient is 0 (a shift added to
+    every key score of a query cancels in the softmax), so what each run holds there is rounding
+    noise (~1e-9), which Adam scales up to steps of ~lr, differently in each run; they change no
+    output."""
     torch._dynamo.reset()
     config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, use_sdpa=True)
     model = perturb_(BertForMaskedLM(config)).train()
@@ -150,7 +155,7 @@ def test_masking_and_the_whole_training_step_compile_as_one_graph():
             torch.manual_seed(100 + seed)
             expected, expected_x = eager(ids, types)
             assert torch.equal(x, expected_x), f"batch {seed}: other masks"
-            assert_close(loss, expected, atol=1e-6, what=f"loss, batch {seed}")
+            assert_close(loss, expected, atol=1e-5, what=f"loss, batch {seed}")
     assert counter.frame_count == 1, f"{counter.frame_count} graphs: recompiled"
     for (name, p), q in zip(twin.named_parameters(), model.parameters(), strict=True):
         if not name.endswith("key.bias"):
