@@ -354,13 +354,18 @@ class BertForMaskedLM(BertPreTrainedModel):
                                      target_positions)
 
 
-def _check_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
+def _label_loss(logits: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor | None:
+    """The mean cross-entropy of (B, K) logits against (B,) label ids in [0, K), checked (a
+    ValueError naming the shape or range otherwise); None without labels."""
+    if labels is None:
+        return None
     K = logits.shape[-1]
     if labels.shape != logits.shape[:1]:
         raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
     if labels.min() < 0 or labels.max() >= K:
         raise ValueError(f"labels must lie in [0, {K}); got values from "
                          f"{int(labels.min())} to {int(labels.max())}")
+    return F.cross_entropy(logits, labels)
 
 
 class BertForPreTraining(BertPreTrainedModel):
@@ -387,10 +392,7 @@ class BertForPreTraining(BertPreTrainedModel):
         mlm = self.mlm_head.predict(out.last_hidden_state, self.bert.embeddings.word_embeddings.weight, labels,
                                     masked_only, target_positions)
         nsp_logits = self.nsp_head(out.pooler_output)  # (B, 2)
-        nsp_loss = None
-        if next_sentence_label is not None:
-            _check_labels(next_sentence_label, nsp_logits)
-            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label)
+        nsp_loss = _label_loss(nsp_logits, next_sentence_label)
         loss = mlm.loss + nsp_loss if mlm.loss is not None and nsp_loss is not None else None
         return PreTrainingOutput(loss, mlm.logits, nsp_logits, mlm.loss, nsp_loss)
 
@@ -409,11 +411,7 @@ class BertForNextSentencePrediction(BertPreTrainedModel):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None) -> SequenceClassifierOutput:
         logits = self.nsp_head(self.bert(input_ids, attention_mask, token_type_ids).pooler_output)  # (B, 2)
-        loss = None
-        if labels is not None:
-            _check_labels(labels, logits)
-            loss = F.cross_entropy(logits, labels)
-        return SequenceClassifierOutput(loss, logits)
+        return SequenceClassifierOutput(_label_loss(logits, labels), logits)
 
 
 class BertForSequenceClassification(BertPreTrainedModel):
@@ -442,11 +440,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None):
         pooled = self.bert(input_ids, attention_mask, token_type_ids).pooler_output  # (B, C)
         logits = self.classifier(self.dropout(pooled))                                 # (B, K)
-        loss = None
-        if labels is not None:
-            _check_labels(labels, logits)
-            loss = F.cross_entropy(logits, labels)
-        return SequenceClassifierOutput(loss, logits)
+        return SequenceClassifierOutput(_label_loss(logits, labels), logits)
 
 
 class BertForClassification(BertPreTrainedModel):
@@ -485,9 +479,7 @@ class BertForClassification(BertPreTrainedModel):
         cls_embedding = outputs.last_hidden_state[:, 0, :]  # (B, C): the [CLS] position
         logits = self.classifier(cls_embedding)             # (B, K)
         if labels is not None:
-            _check_labels(labels, logits)
-            loss = F.cross_entropy(logits, labels)
-            return loss, logits
+            return _label_loss(logits, labels), logits
         return logits
 
 

@@ -101,7 +101,7 @@ def enclosing_run(out: str) -> str | None:
     here = os.path.abspath(out)
     while os.path.dirname(here) != here:
         here = os.path.dirname(here)
-        if run_kind(here) in KINDS:
+        if os.path.isfile(os.path.join(here, RUN_FILE)) and run_kind(here) in KINDS:  # no listing of other folders
             return here
     return None
 
