@@ -321,8 +321,11 @@ def predict(args):
     texts = [line for line in lines if line.strip()]
     if not texts:
         die("no text to label (one sentence per line, from --file or standard input)")
-    if run_kind(args.model) == "fine-tuning":  # a run folder: its best epoch's model
+    kind = run_kind(args.model)
+    if kind == "fine-tuning":  # a run folder: its best epoch's model
         args.model = os.path.join(args.model, "best")
+    elif kind in ("pretraining", "probes"):
+        die(f"--model {args.model} is a {kind} run, not a classifier; give a `finetune.py train` run folder")
     recover_export(os.path.normpath(args.model))
     try:
         model = load_model(args.model, default=BertForSequenceClassification).eval()

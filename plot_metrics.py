@@ -165,7 +165,8 @@ def figure(metrics_path: str):
         return finetuning_figure(plt, records, summary if isinstance(summary, dict) else {}, name)
     levels = ngram_levels(folder)
     if levels is None:
-        print(f"note: no unigram and bigram levels ({SUMMARY_FILE} is missing); run `python probe.py --summary "
+        why = "is not probe.py's summary" if os.path.exists(os.path.join(folder, SUMMARY_FILE)) else "is missing"
+        print(f"note: no unigram and bigram levels ({SUMMARY_FILE} {why}); run `python probe.py --summary "
               f"{os.path.dirname(metrics_path) or '.'}` first to add them", file=sys.stderr)
     return pretraining_figure(plt, records, levels, name)
 

@@ -356,3 +356,16 @@ def test_a_model_below_bag_of_words_on_validation_is_told_what_to_try(valid_acc,
     finetune.report(summary)
     out = capsys.readouterr().out
     assert ("below bag-of-words on validation (0.7000 < 0.8000): try more epochs (--epochs)" in out) == said, out
+
+
+def test_predict_on_a_pretraining_run_folder_says_what_it_is(tmp_path, corpus):
+    """predict --model given a train_mlm.py run folder: one line saying it is a pretraining run,
+    not that config.json is missing."""
+    import train_mlm
+    run = tmp_path / "pre"
+    from test_pretraining import TINY
+    train_mlm.main(["--corpus", str(corpus), "--data-root", str(tmp_path / "cache"), "--out", str(run), *TINY,
+                    "--max-steps", "1"])
+    (tmp_path / "in.txt").write_text("a film\n")
+    with refusal(r"--model .*pre is a pretraining run, not a classifier; give a `finetune.py train` run folder"):
+        finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")])

@@ -186,3 +186,14 @@ def test_make_run_probes_before_the_loss_plot_and_plots_the_finetuning_run():
              "finetune.py", "plot_metrics.py runs/cls-en/metrics.jsonl"]
     where = [next(i for i, line in enumerate(recipe) if step in line) for step in steps]
     assert where == sorted(where)
+
+
+def test_a_damaged_probes_json_is_named_as_such_not_as_missing(tmp_path, drawn, capsys):
+    """probes.json that is not probe.py's summary (bad JSON, or a list): no n-gram lines, and the
+    note says the file is not the summary rather than that it is missing."""
+    for i, content in enumerate(("{garbage", "[1, 2]")):
+        path = write_run(tmp_path / f"run{i}", "pretraining", pretraining_records())
+        (tmp_path / f"run{i}" / "probes.json").write_text(content)
+        assert horizontal(drawn(path).axes[0]) == {}
+        err = capsys.readouterr().err
+        assert "(probes.json is not probe.py's summary)" in err and "missing" not in err, err
