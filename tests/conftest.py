@@ -116,6 +116,24 @@ def corpus(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    """1,500 documents of 4-8 sentences, blank lines between them (seeded): each document keeps one
+    subject and one object in every sentence, so a sentence that really follows shares both with
+    the one before, and one from another document does so with probability 1/49 (7 x 7)."""
+    rng = random.Random(1)
+    subjects = ["the cat", "a dog", "my friend", "the teacher", "our neighbour", "the old man", "a small bird"]
+    verbs = ["sees", "likes", "finds", "follows", "watches", "helps", "draws"]
+    objects = ["the ball", "an apple", "the river", "the market", "a new book", "the garden", "an owl"]
+    docs = []
+    for _ in range(1500):
+        subject, obj = rng.choice(subjects), rng.choice(objects)
+        docs.append(" ".join(f"{subject.capitalize()} {rng.choice(verbs)} {obj}." for _ in range(rng.randint(4, 8))))
+    path = tmp_path_factory.mktemp("documents") / "documents.txt"
+    path.write_text("\n\n".join(docs) + "\n")
+    return path
+
+
 POSITIVE = ["good", "great", "fine", "lovely", "superb"]
 NEGATIVE = ["bad", "awful", "poor", "dull", "boring"]
 FILLER = ["the", "film", "was", "really", "a", "story", "plot", "and", "acting", "very"]

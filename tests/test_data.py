@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from data import prepare as prep
-from minibert.text import SPECIAL_TOKENS, pack_blocks, tokenize_lines, train_wordpiece
+from minibert.text import SPECIAL_TOKENS, pack_blocks, sentences, tokenize_lines, train_wordpiece
 
 CLS, SEP, PAD = 2, 3, 0
 
@@ -77,10 +77,10 @@ def test_wiki_markup_is_stripped():
            "Short line.\n* a list item that has quite a few words in it\n"
            "It was 15&amp;nbsp;°C on that day, said the [http://x.org report] of eight words.</text></page>"
            "<page><text>#REDIRECT [[Elsewhere]]</text></page>")
-    assert prep.wiki_paragraphs(xml) == [
+    assert prep.wiki_documents(xml) == [[
         "Anarchism is a political philosophy that advocates self-governed societies based on voluntary "
         "institutions and more words here.",
-        "It was 15\u00a0°C on that day, said the report of eight words.".replace("\u00a0", " ")]
+        "It was 15\u00a0°C on that day, said the report of eight words.".replace("\u00a0", " ")]]
 
 
 def test_peoples_daily_tags_are_stripped():
@@ -93,10 +93,27 @@ def test_labelled_sets_are_deduplicated_and_conflicts_dropped():
     assert sorted(rows) == [("bad", 0), ("good", 1)]
 
 
-def test_splits_are_fixed_by_the_text_alone():
-    lines = [f"line number {i}" for i in range(2000)]
-    a, b = prep.split_pretrain(lines, "s"), prep.split_pretrain(list(reversed(lines)), "s")
-    assert set(a["valid"]) == set(b["valid"]) and 30 <= len(a["valid"]) <= 90  # 3% of 2000 = 60 +- 4 sd
+def test_splits_are_fixed_by_the_text_alone_and_keep_documents_whole():
+    """3% of 2,000 documents go to validation: 60 +- 4 sd (sd = sqrt(2000 x 0.03 x 0.97) = 7.6), the
+    same ones in any order; a document's paragraphs stay together, and a one-paragraph document
+    lands where its line alone would (the hash of the document is the hash of its text)."""
+    docs = [[f"document {i} paragraph one", f"document {i} paragraph two"] for i in range(2000)]
+    a, b = prep.split_pretrain(docs, "s"), prep.split_pretrain(list(reversed(docs)), "s")
+    key = lambda split: {tuple(d) for d in split}
+    assert key(a["valid"]) == key(b["valid"]) and 30 <= len(a["valid"]) <= 90
+    assert all(len(d) == 2 for d in a["train"] + a["valid"])
+    single = prep.split_pretrain([[d[0]] for d in docs], "s")
+    assert {d[0] for d in single["valid"]} == {d[0] for d in docs if prep._bucket(d[0], "s") < 3}
+
+
+def test_documents_of_each_source_by_hand():
+    """Own text: blank lines between documents, or one document a line when it has none (blank
+    lines at the end do not count). People's Daily: a line that ends no sentence (a headline)
+    after one that does starts an article. The file on disk: a blank line after each document."""
+    assert prep.text_documents("a b\nc d\n\n\n") == [["a b"], ["c d"]]
+    assert prep.text_documents("a b\nc  d\n\n\ne f\n") == [["a b", "c d"], ["e f"]]
+    assert prep.peoples_daily_documents(["标题", "副标题", "第一段。", "第二段。", "新标题", "正文。"]) == [
+        ["标题", "副标题", "第一段。", "第二段。"], ["新标题", "正文。"]]
 
 
 def test_own_text_files_and_clear_errors(tmp_path):
@@ -105,6 +122,9 @@ def test_own_text_files_and_clear_errors(tmp_path):
     out = prep.prepare("mine", [str(f)], root=str(tmp_path / "cache"))
     manifest = json.loads(open(os.path.join(out, "manifest.json")).read())
     assert sum(v["lines"] for v in manifest["files"].values()) == 300
+    assert sum(v["documents"] for v in manifest["files"].values()) == 300
+    train = open(os.path.join(out, "pretrain", "train.txt"), encoding="utf-8").read()
+    assert train.endswith("has some words\n\n") and "\n\n\n" not in train
     empty = tmp_path / "empty.txt"
     empty.write_text("\n \n")
     with pytest.raises(prep.DataError, match="no text in"):
@@ -185,8 +205,8 @@ def test_news_and_play_text_by_hand():
     an article stored twice is read once. A play: headings, **SPEAKER** lines and _stage
     directions_ end a speech; a speech's verse lines are joined with spaces."""
     article = b"Shares rise again\n\nQuarterly profits at the firm jumped 76%.\nToo short to keep here.\n"
-    assert prep.news_paragraphs({"a/001.txt": article, "a/002.txt": article, "a/README": b"x y z a b c d"}) == [
-        "Quarterly profits at the firm jumped 76%."]
+    assert prep.news_documents({"a/001.txt": article, "a/002.txt": article, "a/README": b"x y z a b c d"}) == [
+        ["Quarterly profits at the firm jumped 76%."]]
     play = ("# A Play\n\n## ACT I\n\n_Enter THESEUS_\n\n**THESEUS**  \nNow, fair Hippolyta,  \nour nuptial hour\n\n"
             "**HIPPOLYTA**  \nFour days will quickly steep.\n_Exit_\nAnd then the moon.\n")
     assert prep.play_speeches(play) == ["Now, fair Hippolyta, our nuptial hour", "Four days will quickly steep.",
@@ -209,3 +229,34 @@ def test_real_large_english_corpus_adds_news_and_plays_to_en(tmp_path):
         assert a == b
     manifest = json.loads(open(os.path.join(large, "manifest.json")).read())
     assert len(manifest["sources"]) == 4
+
+
+def test_a_corpus_prepared_in_the_old_format_is_prepared_again(tmp_path):
+    """A cache written before documents were kept (manifest.json without "format": one line each,
+    split by line) is prepared again, and the tokenizer and token caches made from it are removed;
+    a current one is kept as it is."""
+    f = tmp_path / "mine.txt"
+    f.write_text("".join(f"document {i} has some words. And a second sentence.\n" for i in range(300)))
+    root = tmp_path / "cache"
+    out = prep.prepare("mine", [str(f)], root=str(root))
+    manifest = os.path.join(out, "manifest.json")
+    old = json.loads(open(manifest).read())
+    del old["format"]
+    open(manifest, "w").write(json.dumps(old))
+    for stale in ("tokenizer-160.json", os.path.join("tokens", "train-abc.pt")):
+        os.makedirs(os.path.dirname(os.path.join(out, stale)), exist_ok=True)
+        open(os.path.join(out, stale), "w").write("stale")
+    prep.prepare("mine", [str(f)], root=str(root))
+    assert json.loads(open(manifest).read())["format"] == prep.FORMAT
+    assert sorted(os.listdir(out)) == ["manifest.json", "pretrain"]
+    open(os.path.join(out, "tokenizer-160.json"), "w").write("kept")
+    prep.prepare("mine", [str(f)], root=str(root))
+    assert open(os.path.join(out, "tokenizer-160.json")).read() == "kept"
+
+
+def test_sentences_by_hand():
+    """A sentence ends at . ! ? (and a closing quote) before a space and a capital or digit, or at a
+    Chinese 。！？ (and its closing quote); "U.S. army" (no capital after) stays whole."""
+    assert sentences('It was cold. "Go home!" he said. The U.S. army won 3-2. 2010 was good? yes.') == [
+        "It was cold.", '"Go home!" he said.', "The U.S. army won 3-2.", "2010 was good? yes."]
+    assert sentences("他来了。她说：“好。”我们走吧！你呢？") == ["他来了。", "她说：“好。”", "我们走吧！", "你呢？"]

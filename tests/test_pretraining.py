@@ -140,10 +140,14 @@ def signal_mid_run(out, corpus, data_root, args, at_step: int, sig) -> tuple[sub
     return proc, err
 
 
-def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, corpus):
+@pytest.mark.parametrize("objective", ["mlm", "mlm+nsp"])
+def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, corpus, documents, objective):
     """A run SIGKILLed mid-way (a checkpoint every 2 steps) and resumed with --resume ends with
-    bit-identical weights and the same per-step losses as the uninterrupted run (CPU)."""
-    args = ["--max-steps", "40", "--save-every", "2", "--eval-every", "20"]
+    bit-identical weights and the same per-step losses as the uninterrupted run (CPU); with NSP
+    the next-sentence losses too, and the NSP head's weights (on conftest's `documents`, whose
+    sentences make pairs)."""
+    args = ["--max-steps", "40", "--save-every", "2", "--eval-every", "20", "--objective", objective]
+    corpus = documents if objective == "mlm+nsp" else corpus
     reference = run(tmp_path / "ref", corpus, tmp_path / "cache", *args)
 
     out = tmp_path / "killed"
@@ -154,9 +158,12 @@ def test_kill_and_resume_equals_an_uninterrupted_run(tmp_path, corpus):
 
     resumed = run(out, corpus, tmp_path / "cache", *args, "--resume")
     assert losses(resumed) == losses(reference)
+    nsp = lambda ms: [(r["step"], r["train_nsp_loss"]) for r in ms if "train_nsp_loss" in r]
+    assert nsp(resumed) == nsp(reference) and (objective == "mlm") == (not nsp(reference))
     final = lambda d: load_file(d / "checkpoints" / "step-000040" / "model.safetensors")
     a, b = final(tmp_path / "ref"), final(out)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (objective == "mlm+nsp") == ("cls.seq_relationship.weight" in a)
 
 
 def test_ctrl_c_is_one_line_and_the_run_resumes(tmp_path, corpus):
@@ -183,16 +190,19 @@ def test_same_command_twice_gives_the_same_numbers(tmp_path, corpus):
     assert strip(a) == strip(b)
 
 
-def test_torchrun_two_processes_match_one_process(tmp_path, corpus):
+@pytest.mark.parametrize("objective", ["mlm", "mlm+nsp"])
+def test_torchrun_two_processes_match_one_process(tmp_path, corpus, documents, objective):
     """torchrun --nproc_per_node=2 (gloo) with 8 blocks per process equals one process with 16
     blocks, and one process with 2 accumulation steps of 8: the masks are drawn for the global
     batch and the loss is averaged over its targets. Dropout off, so only float summation order
-    differs: losses agree to 1e-4. A refusal is one line, from the main process: the run again
+    differs: losses agree to 1e-4, and with NSP the next-sentence losses and held-out accuracy
+    (each process scores its share of the pairs; conftest's `documents`). A refusal is one line, from the main process: the run again
     without --resume (a check of --out, made by the main process only) and --resume with
     another --seed (a check every process makes) each print one `error:` line, no traceback
     through train_mlm.py from either process (torchrun then reports the failed processes), and
     leave the run as it was."""
-    args = ["--max-steps", "8", "--eval-every", "8", "--dropout", "0"]
+    args = ["--max-steps", "8", "--eval-every", "8", "--dropout", "0", "--objective", objective]
+    corpus = documents if objective == "mlm+nsp" else corpus
     single = run(tmp_path / "one", corpus, tmp_path / "cache", *args)
     accum = run(tmp_path / "accum", corpus, tmp_path / "cache", *args, "--batch-size", "8", "--grad-accum", "2")
 
@@ -217,9 +227,11 @@ def test_torchrun_two_processes_match_one_process(tmp_path, corpus):
     for other in (accum, ddp):
         for (s1, l1), (s2, l2) in zip(losses(single), losses(other), strict=True):
             assert s1 == s2 and abs(l1 - l2) < 1e-4, (s1, l1, l2)
-        v1 = [m["valid_loss"] for m in single if "valid_loss" in m]
-        v2 = [m["valid_loss"] for m in other if "valid_loss" in m]
-        assert len(v1) == len(v2) == 1 and abs(v1[0] - v2[0]) < 1e-4
+        for key in ("valid_loss", "train_nsp_loss", "train_nsp_acc", "valid_nsp_acc"):
+            v1 = [m[key] for m in single if key in m]
+            v2 = [m[key] for m in other if key in m]
+            assert len(v1) == len(v2) and all(abs(a - b) < 1e-4 for a, b in zip(v1, v2)), (key, v1, v2)
+        assert (objective == "mlm+nsp") == any("train_nsp_loss" in m for m in single)
 
 
 def test_fused_adamw_and_bf16_autocast_track_the_reference(tmp_path, corpus):

@@ -162,10 +162,12 @@ def test_masking_and_the_whole_training_step_compile_as_one_graph():
             assert_close(q, p, atol=1e-6, what=name)
 
 
-def test_train_mlm_compiled_follows_the_eager_run(tmp_path, corpus):
+@pytest.mark.parametrize("objective", ["mlm", "mlm+nsp"])
+def test_train_mlm_compiled_follows_the_eager_run(tmp_path, corpus, documents, objective):
     """train_mlm.py --compile (inductor on this CPU; the slots step, one graph) against the eager
     run with the same seed, dropout 0: the same masks, so the logged training losses of 6 steps
-    agree to 1e-4 (compiled kernels sum in another order), and so does the validation loss.
+    agree to 1e-4 (compiled kernels sum in another order), and so does the validation loss; with
+    NSP (on conftest's `documents`, from step 4, after the short phase) the next-sentence losses too.
     And --compile did compile: TorchDynamo turned at least one new graph into code during the
     compiled run and none during the eager one (torch._dynamo's unique_graphs counter), so the
     comparison is not eager against eager."""
@@ -176,10 +178,10 @@ def test_train_mlm_compiled_follows_the_eager_run(tmp_path, corpus):
     import train_mlm
 
     def run(out, *extra):
-        train_mlm.main(["--corpus", str(corpus), "--data-root", str(tmp_path / "cache"), "--out", str(out),
-                        "--layers", "1", "--hidden", "32", "--heads", "2", "--vocab-size", "160", "--seq-len", "32",
+        train_mlm.main(["--corpus", str(documents if objective == "mlm+nsp" else corpus), "--data-root",
+                        str(tmp_path / "cache"), "--out", str(out), "--layers", "1", "--hidden", "32", "--heads", "2", "--vocab-size", "160", "--seq-len", "32",
                         "--batch-size", "8", "--max-steps", "6", "--eval-every", "6", "--log-every", "1",
-                        "--dropout", "0", "--no-progress", *extra])
+                        "--dropout", "0", "--no-progress", "--objective", objective, *extra])
         return [json.loads(line) for line in open(out / "metrics.jsonl")]
 
     graphs = counters["stats"]["unique_graphs"]
@@ -188,7 +190,7 @@ def test_train_mlm_compiled_follows_the_eager_run(tmp_path, corpus):
     compiled = run(tmp_path / "compiled", "--compile")
     assert counters["stats"]["unique_graphs"] > graphs, "--compile compiled nothing"
     for a, b in zip(eager, compiled, strict=True):
-        for key in ("train_loss", "valid_loss"):
+        for key in ("train_loss", "valid_loss", "train_nsp_loss", "valid_nsp_loss"):
             if key in a:
                 assert abs(a[key] - b[key]) < 1e-4, (a, b)
 

@@ -1,5 +1,5 @@
 """The corpus cache: a prepared corpus is a folder with `pretrain/{train,valid}.txt` (one
-document per line, as data/prepare.py writes it). The WordPiece tokenizer of each vocabulary
+paragraph per line, a blank line after each document, as data/prepare.py writes it). The WordPiece tokenizer of each vocabulary
 size and each split's token ids are cached inside that folder, so the second run of the same
 corpus starts at once; a cache file that does not read back whole is made again.
 """
@@ -14,13 +14,33 @@ import torch
 from tokenizers import Tokenizer
 
 from ..files import write_file
-from ..text import Blocks, pack_blocks, tokenize_lines, train_wordpiece
+from ..text import Blocks, lines_of, pack_blocks, plain_tokenizer, sentences, tokenize_lines, train_wordpiece
+
+
+def _split_lines(folder: str, split: str) -> list[str]:
+    with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8", newline="") as f:
+        return lines_of(f.read())
 
 
 def corpus_lines(folder: str, split: str) -> list[str]:
-    """The lines of a prepared corpus's pretraining split ("train" or "valid")."""
-    with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8") as f:
-        return f.read().splitlines()
+    """The paragraphs of a prepared corpus's pretraining split ("train" or "valid"), in order."""
+    return [line for line in _split_lines(folder, split) if line]
+
+
+def corpus_documents(folder: str, tokenizer: Tokenizer, split: str) -> list[list[list[int]]]:
+    """A split's documents, each a list of its sentences' token ids (no specials): what
+    next-sentence pairs are drawn from (minibert/pairs.py)."""
+    documents: list[list[str]] = [[]]
+    for line in _split_lines(folder, split):
+        if line:
+            documents[-1] += sentences(line)
+        elif documents[-1]:
+            documents.append([])
+    encodings = plain_tokenizer(tokenizer).encode_batch([s for d in documents for s in d], add_special_tokens=False)
+    ids, out = iter(e.ids for e in encodings), []
+    for doc in documents:
+        out.append([segment for segment in (next(ids) for _ in doc) if segment])
+    return [doc for doc in out if doc]
 
 
 def corpus_tokenizer(folder: str, vocab_size: int) -> Tokenizer:

@@ -27,16 +27,20 @@ import torch.distributed as dist
 from ..checkpoint import NotFiniteError, load_tokenizer, read_header
 from ..config import BertConfig
 from ..files import append_line
+from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, max_predictions
-from ..model import BertForMaskedLM
+from ..model import BertForMaskedLM, BertForPreTraining
+from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
 from . import die, first_line
-from .corpus import corpus_blocks, corpus_tokenizer
+from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
 from .folders import check_run_folder, checkpoints, claim_run_folder, save_checkpoint
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
                        pick_device, use_tf32, weights_are_finite)
 
 SHORT_SEQ_LEN = 16  # the longest default block of the short phase: a head's weight on each neighbour starts at 1/16
+OBJECTIVES = {"mlm": BertForMaskedLM, "mlm+nsp": BertForPreTraining}  # --objective -> the model it trains
+VALID_PAIR_SEEDS = range(4)  # the held-out next-sentence pairs: the validation documents cut four ways, in every run
 
 
 @dataclass
@@ -56,6 +60,8 @@ class Run:
     train_blocks: Blocks               # (S, seq_len) each
     valid_blocks: Blocks
     short_blocks: Blocks | None        # the training split in --short-seq-len blocks (None: one phase)
+    train_nsp: torch.Tensor | None     # (S,) next-sentence labels of train_blocks (mlm+nsp), IGNORE_INDEX on text blocks
+    valid_pairs: Pairs | None          # the fixed held-out next-sentence pairs (mlm+nsp)
     inputs: tuple[str, ...]            # what --overwrite must never delete: the data cache, the corpus files
     lock: object | None = None         # the open lock file of --out (main process only), once claimed
     start: int = 0                     # steps done before this process starts (a resume's checkpoint step)
@@ -108,10 +114,11 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
     inputs = (root, *(files or ()))
     if rank == 0:
         check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
-    tokenizer, train, valid, short = load_corpus(args, lambda: prepare(name, files, root), os.path.join(root, name))
+    tokenizer, train, valid, short, train_nsp, valid_pairs = load_corpus(
+        args, lambda: prepare(name, files, root), os.path.join(root, name))
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
     run = Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
-              train, valid, short, inputs)
+              train, valid, short, train_nsp, valid_pairs, inputs)
     for blocks, size in ((train, run.global_size), (short, short_global_size(args, run.global_size))):
         if blocks is not None and len(blocks) < size:
             die(f"the training split has {len(blocks)} blocks of {blocks.input_ids.shape[1]} tokens, fewer than one "
@@ -120,12 +127,26 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
 
 
 def load_corpus(args, prepare, cache: str):
-    """(tokenizer, training blocks, validation blocks, short training blocks or None) of the
-    corpus `prepare()` prepares (its folder: `cache`), or one line saying what is wrong."""
+    """(tokenizer, training blocks, validation blocks, short training blocks or None, next-sentence
+    labels of the training blocks or None, held-out pairs or None) of the corpus `prepare()`
+    prepares (its folder: `cache`), or one line saying what is wrong. MLM trains on the text packed
+    into blocks; MLM + NSP on next-sentence pairs drawn from the documents with --seed, and the
+    text in no pair packed after them (pairs.pretraining_blocks). Both are validated on the same
+    packed validation text; the short phase reads packed text in either."""
+    train_nsp = valid_pairs = None
     try:
         folder = prepare()
         tokenizer = corpus_tokenizer(folder, args.vocab_size)
-        train = corpus_blocks(folder, tokenizer, "train", args.seq_len)
+        specials = [tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")]
+        if args.objective == "mlm":
+            train = corpus_blocks(folder, tokenizer, "train", args.seq_len)
+        else:
+            drawn = pretraining_blocks(corpus_documents(folder, tokenizer, "train"), args.seq_len, args.seed, *specials)
+            train, train_nsp = drawn.blocks, drawn.next_sentence_label
+            valid_documents = corpus_documents(folder, tokenizer, "valid")
+            valid_pairs = pack_pairs([p for seed in VALID_PAIR_SEEDS
+                                      for p in document_pairs(valid_documents, args.seq_len, seed)[0]],
+                                     args.seq_len, *specials)
         valid = corpus_blocks(folder, tokenizer, "valid", args.seq_len)
         short = corpus_blocks(folder, tokenizer, "train", args.short_seq_len) if args.short_fraction else None
     except (RuntimeError, ValueError) as e:  # data/prepare.py's DataError is a RuntimeError
@@ -133,7 +154,7 @@ def load_corpus(args, prepare, cache: str):
     except OSError as e:  # a missing split file, or a full disk while caching
         die(f"the data cache {cache}: {e.filename}: {e.strerror}; free some space, or delete "
             "that folder to prepare it again")
-    return tokenizer, train, valid, short
+    return tokenizer, train, valid, short, train_nsp, valid_pairs
 
 
 def model_config(args) -> BertConfig:
@@ -181,13 +202,13 @@ def corpus_name(corpus: list[str], corpora: tuple[str, ...]) -> tuple[str, list[
 # ---- the model: new, or resumed --------------------------------------------------------------
 
 # flags a resumed run must keep: they decide the data, the model or the batches
-FIXED_ON_RESUME = ("corpus", "vocab_size", "seq_len", "short_seq_len", "short_fraction", "preset", "layers", "hidden",
-                   "heads", "intermediate", "seed", "mask_prob")
+FIXED_ON_RESUME = ("corpus", "objective", "vocab_size", "seq_len", "short_seq_len", "short_fraction", "preset",
+                   "layers", "hidden", "heads", "intermediate", "seed", "mask_prob")
 NOT_COMPARED = ("resume", "overwrite", "out", "data_root", "no_progress")
-BEFORE_THE_FLAG = {"short_fraction": 0.0}  # what a run saved before a flag existed did: one phase
+BEFORE_THE_FLAG = {"short_fraction": 0.0, "objective": "mlm"}  # what a run saved before a flag existed did
 
 
-def new_or_resumed_model(run: Run) -> tuple[BertForMaskedLM, dict | None]:
+def new_or_resumed_model(run: Run) -> tuple[BertForMaskedLM | BertForPreTraining, dict | None]:
     """(model, training state): with --resume, the newest checkpoint in --out that loads whole
     (its state to restore); else, or when --out holds none yet, a new model drawn from --seed.
     Only once every process has passed every check is --out claimed (and, with --overwrite,
@@ -201,7 +222,7 @@ def new_or_resumed_model(run: Run) -> tuple[BertForMaskedLM, dict | None]:
                 return model, state
         torch.manual_seed(args.seed)
         try:
-            return BertForMaskedLM(run.config), None
+            return OBJECTIVES[args.objective](run.config), None
         except (RuntimeError, MemoryError) as e:
             die(f"cannot build the model ({first_line(e)}); choose smaller sizes")
 
@@ -239,8 +260,8 @@ def resumable_checkpoint(run: Run):
         try:
             state = torch.load(os.path.join(ckpt, "training_state.pt"), weights_only=True)
             saved_tokenizer = load_tokenizer(ckpt)
-            model = BertForMaskedLM.from_pretrained(ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout,
-                                                    attention_probs_dropout_prob=args.dropout)
+            model = OBJECTIVES[saved_flag(state["args"], "objective")].from_pretrained(
+                ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
             check_training_state(state, model, run.device)
             problem = checkpoint_problem(ckpt, state["step"])
         except NotFiniteError as e:
@@ -382,14 +403,19 @@ class Phase:
     ids: torch.Tensor                  # (S, T) on the device
     attention_mask: torch.Tensor       # (S, T) on the device
     token_type_ids: torch.Tensor       # (S, T) on the device
+    next_sentence_label: torch.Tensor  # (S,) on the device: IGNORE_INDEX on every block that is no pair
     real_per_block: torch.Tensor       # (S,) on the CPU
     full_block: torch.Tensor           # (S,) on the CPU: no padding in the block
 
     @classmethod
-    def of(cls, blocks: Blocks, first: int, global_size: int, mask_prob: float, device) -> "Phase":
+    def of(cls, blocks: Blocks, first: int, global_size: int, mask_prob: float, device,
+           next_sentence_label: torch.Tensor | None = None) -> "Phase":
         ids, attn, types = (t.to(device) for t in (blocks.input_ids, blocks.attention_mask, blocks.token_type_ids))
+        if next_sentence_label is None:
+            next_sentence_label = torch.full((len(blocks),), IGNORE_INDEX, dtype=torch.long)
         return cls(first, global_size, max_predictions(ids.shape[1], mask_prob), ids, attn, types,
-                   blocks.attention_mask.sum(dim=1), blocks.attention_mask.bool().all(dim=1))
+                   next_sentence_label.to(device), blocks.attention_mask.sum(dim=1),
+                   blocks.attention_mask.bool().all(dim=1))
 
     @property
     def seq_len(self) -> int:
@@ -425,7 +451,7 @@ def phases(run: Run) -> list[Phase]:
     """The short phase (steps 1 to run.short_steps, when this process still has steps of it to run),
     then the --seq-len blocks until --max-steps."""
     args, short = run.args, run.short_steps
-    long = Phase.of(run.train_blocks, short + 1, run.global_size, args.mask_prob, run.device)
+    long = Phase.of(run.train_blocks, short + 1, run.global_size, args.mask_prob, run.device, run.train_nsp)
     if run.start >= short:
         return [long]
     size = short_global_size(args, run.global_size)
