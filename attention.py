@@ -66,7 +66,8 @@ def head_table(tokens: list[str], probs: torch.Tensor) -> list[list[str]]:
     for layer, heads in enumerate(probs, 1):
         for head, p in enumerate(heads, 1):                                          # p: (T, T)
             rows.append([str(layer), str(head), f"{p[after, [i + 1 for i in after]].mean():.3f}",
-                         f"{p[before, [i - 1 for i in before]].mean():.3f}", f"{p[0, 0]:.3f}", f"{p[0, seps].sum():.3f}"])
+                         f"{p[before, [i - 1 for i in before]].mean():.3f}", f"{p[0, 0]:.3f}",
+                         f"{p[0, seps].sum():.3f}"])
     return rows
 
 
@@ -83,12 +84,12 @@ def draw(plt, models: list[tuple[str, list[str], torch.Tensor]]):
             row = axes[m * L + layer]
             for head in range(H):
                 ax = row[head]
-                ax.imshow(probs[layer, head], cmap="Blues", vmin=0, vmax=1)
+                ax.imshow(probs[layer, head].tolist(), cmap="Blues", vmin=0, vmax=1)
                 ax.set_title(f"{name}: layer {layer + 1}, head {head + 1}", fontsize=8)
                 ax.set_xticks(ticks, tokens, rotation=90, fontsize=6)
                 ax.set_yticks(ticks, tokens, fontsize=6)
             cls = probs[layer, :, 0].mean(0)                                     # (T,): [CLS]'s row, mean of heads
-            row[H].bar(ticks, cls, color="tab:orange")
+            row[H].bar(list(ticks), cls.tolist(), color="tab:orange")
             row[H].set_xticks(ticks, tokens, rotation=90, fontsize=6)
             row[H].set_ylim(0, 1)
             row[H].set_title(f"{name}: layer {layer + 1}, [CLS] attends to (mean of heads)", fontsize=8)
@@ -99,7 +100,8 @@ def draw(plt, models: list[tuple[str, list[str], torch.Tensor]]):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", nargs="+", required=True, metavar="FOLDER",
-                   help="checkpoint or train_mlm.py run folders (a run: its newest checkpoint), drawn one below another")
+                   help="checkpoint or train_mlm.py run folders (a run: its newest checkpoint), drawn one below "
+                        "another")
     p.add_argument("--text", default=TEXT, help=f"segment A (default: {TEXT!r})")
     p.add_argument("--next", default=NEXT, help=f"segment B (default: {NEXT!r})")
     p.add_argument("--out", help="the picture (.png, .pdf, .svg; default: attention.png in the first folder)")

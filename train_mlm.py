@@ -3,7 +3,7 @@ on a laptop GPU or a CPU.
 
     python train_mlm.py                                  # bert-tiny on the English corpus, ~9 min on 2 CPU cores
     python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
-    python train_mlm.py --corpus docs/*.md --out runs/mlm-mine   # your text files, one document a line (here: the docs)
+    python train_mlm.py --corpus docs/*.md --out runs/mlm-mine   # your text files (here: the docs)
     python train_mlm.py --objective mlm+nsp --out runs/nsp-en    # BERT's two tasks: masked LM + next sentence
     python train_mlm.py --resume                         # continue the run in --out
     torchrun --nproc_per_node=2 train_mlm.py ...         # DistributedDataParallel (gloo on CPU, NCCL on GPU)
@@ -54,7 +54,8 @@ def parser() -> argparse.ArgumentParser:
     a = p.add_argument_group("data")
     a.add_argument("--corpus", nargs="+", default=["en"], metavar="NAME|FILE",
                    help="en (default: VADER sentences + Wikipedia sample, 4.5 MB), en-large (en + BBC news + "
-                        "Shakespeare, 13.5 MB), zh (People's Daily), or UTF-8 text files with one document per line")
+                        "Shakespeare, 13.5 MB), zh (People's Daily), or UTF-8 text files: one document per line, "
+                        "or blank lines between documents")
     a.add_argument("--data-root", default=None, help="where prepared corpora are cached (default: data/cache)")
     a.add_argument("--vocab-size", type=int, default=4096, help="WordPiece vocabulary size (default: 4096)")
     a.add_argument("--seq-len", type=int, default=128,
@@ -317,7 +318,8 @@ def evaluate(run: Run, model, valid: dict) -> dict:
     if run.world > 1:
         dist.all_reduce(totals)
     loss = totals[0].item() / totals[1].item()
-    result = {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0)), "valid_acc": totals[2].item() / totals[1].item()}
+    result = {"valid_loss": loss, "valid_ppl": math.exp(min(loss, 50.0)),
+              "valid_acc": totals[2].item() / totals[1].item()}
     if run.valid_pairs is not None:
         result |= evaluate_nsp(run, model)
     model.train()
@@ -398,7 +400,8 @@ def describe(run: Run, model) -> str:
     return (f"minibert {args.objective.upper()}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
             f"{config.num_attention_heads} heads, vocab {config.vocab_size}, {n_params / 1e6:.2f}M parameters; "
             f"{len(run.train_blocks):,} training blocks of {args.seq_len} tokens"
-            + (f" ({int((run.train_nsp >= 0).sum()):,} of them next-sentence pairs)" if run.train_nsp is not None else "")
+            + (f" ({int((run.train_nsp >= 0).sum()):,} of them next-sentence pairs)"
+               if run.train_nsp is not None else "")
             + f"; global batch {run.global_size}; "
             + (f"steps 1-{run.short_steps:,} on {len(run.short_blocks):,} blocks of {args.short_seq_len} tokens, "
                f"{short_global_size(args, run.global_size)} a batch; " if run.short_steps else "")

@@ -1,7 +1,9 @@
 """The corpus cache: a prepared corpus is a folder with `pretrain/{train,valid}.txt` (one
-paragraph per line, a blank line after each document, as data/prepare.py writes it). The WordPiece tokenizer of each vocabulary
-size and each split's token ids are cached inside that folder, so the second run of the same
-corpus starts at once; a cache file that does not read back whole is made again.
+paragraph per line, a blank line after each document, as data/prepare.py writes it). The
+WordPiece tokenizer of each vocabulary size and each split's token ids are cached inside that
+folder, so the second run of the same corpus starts at once; a cache file that does not read
+back whole is made again. `corpus_documents` gives a split's documents as sentences of token
+ids, for next-sentence pairs.
 """
 
 from __future__ import annotations

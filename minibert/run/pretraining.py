@@ -60,7 +60,7 @@ class Run:
     train_blocks: Blocks               # (S, seq_len) each
     valid_blocks: Blocks
     short_blocks: Blocks | None        # the training split in --short-seq-len blocks (None: one phase)
-    train_nsp: torch.Tensor | None     # (S,) next-sentence labels of train_blocks (mlm+nsp), IGNORE_INDEX on text blocks
+    train_nsp: torch.Tensor | None     # (S,) next-sentence labels of train_blocks (mlm+nsp); -100 on text blocks
     valid_pairs: Pairs | None          # the fixed held-out next-sentence pairs (mlm+nsp)
     inputs: tuple[str, ...]            # what --overwrite must never delete: the data cache, the corpus files
     lock: object | None = None         # the open lock file of --out (main process only), once claimed

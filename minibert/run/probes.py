@@ -96,8 +96,10 @@ def run_flags(checkpoint: str) -> dict | None:
 def random_twin(path: str, seed: int = 0) -> BertForMaskedLM:
     """The checkpoint's config with fresh weights, in eval mode: torch seeded with `seed`, then
     BertForMaskedLM(config), the two calls with which train_mlm.py starts a run, so with the run's
-    --seed these are its weights at step 0. The probes give it the checkpoint's tokenizer. torch's
-    global generator is left as it was."""
+    --seed these are its weights at step 0 (an --objective mlm+nsp run draws BertForPreTraining,
+    whose pooler and NSP head come first: its twin is a random init like its own, not the same
+    numbers). The probes give it the checkpoint's tokenizer. torch's global generator is left as
+    it was."""
     config = replace(BertConfig.load(path), use_sdpa=True, unpad=True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
