@@ -40,6 +40,7 @@ import tarfile
 import zipfile
 
 from minibert.files import parse_json, write_file
+from minibert.run import os_problem
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
@@ -479,6 +480,8 @@ def main(argv=None):
         out = prepare(corpus, args.text, args.root, args.force)
     except DataError as e:
         sys.exit(f"error: {e}")
+    except OSError as e:
+        sys.exit(f"error: the data cache {os_problem(e, args.root)}")
     with open(os.path.join(out, "manifest.json"), "rb") as f:
         files = parse_json(f.read())["files"]
     print(f"prepared {out}: " + ", ".join(f"{k} {v['lines']:,} lines"

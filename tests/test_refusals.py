@@ -372,6 +372,26 @@ def test_a_damaged_data_cache_is_made_again(base, corpus, tmp_path, capsys, dama
     assert "validation: loss" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("case,pattern", [
+    ("root-is-a-file", r"error: the data cache .*: Not a directory; a part of the path is a file, not a folder"),
+    ("file-size-limit", r"error: the data cache .*: File too large; a file-size limit \(ulimit -f\) stopped the write"),
+])
+def test_the_data_caches_errors_name_their_cause(corpus, tmp_path, case, pattern):
+    """Through the real command (a process of its own, for the limit): a --data-root that is a
+    file, and a file-size limit of 50 blocks while the corpus is prepared. One line naming the
+    cause; no temporary file left in the cache, no run folder made."""
+    root = tmp_path / "cache"
+    if case == "root-is-a-file":
+        root.write_text("not a folder")
+    limit = "ulimit -f 50; " if case == "file-size-limit" else ""
+    cmd = " ".join([limit, sys.executable, "train_mlm.py", *pretrain_args(tmp_path / "run", corpus, root)])
+    r = subprocess.run(["bash", "-c", cmd], cwd=REPO, capture_output=True, text=True, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and re.match(pattern, lines[0]), r.stderr
+    assert not (tmp_path / "run").exists()
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
+
+
 def test_a_missing_split_file_of_the_cache_is_one_line(base, corpus, tmp_path, capsys):
     shutil.copytree(base / "cache", tmp_path / "cache")
     (folder,) = [p.parent.parent for p in (tmp_path / "cache").rglob("pretrain/valid.txt")]

@@ -13,7 +13,25 @@ stop a script with `die`.
 - report: markdown tables, and matplotlib figures drawn in memory for the one atomic writer.
 """
 
+import errno
 import sys
+
+# what to do about a failed write, by its cause
+_WRITE_ADVICE = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (a disk quota is full)",
+                 errno.EFBIG: "a file-size limit (ulimit -f) stopped the write: raise it",
+                 errno.EACCES: "it is not writable: choose another place", errno.EPERM: "it is not writable: choose "
+                 "another place", errno.EROFS: "it is on a read-only file system: choose another place",
+                 errno.ENOTDIR: "a part of the path is a file, not a folder: choose another place",
+                 errno.EEXIST: "a file stands where a folder must go: choose another place"}
+
+
+def os_problem(e: OSError, where: str, otherwise: str | None = None) -> str:
+    """One line for a failed read or write in `where`: the file (when the error names one other
+    than `where`), the system's reason, and what to do about that reason (`otherwise` for a
+    reason without its own advice)."""
+    advice = _WRITE_ADVICE.get(e.errno, otherwise)
+    name = f"{e.filename}: " if e.filename and str(e.filename) != where else ""
+    return f"{where}: {name}{e.strerror or e}" + (f"; {advice}" if advice else "")
 
 
 def die(msg: str):

@@ -32,7 +32,7 @@ from ..masking import MaskingVocab, max_predictions
 from ..model import BertForMaskedLM, BertForPreTraining
 from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
-from . import die, first_line
+from . import die, first_line, os_problem
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
 from .folders import check_run_folder, checkpoints, claim_run_folder, save_checkpoint
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
@@ -151,9 +151,8 @@ def load_corpus(args, prepare, cache: str):
         short = corpus_blocks(folder, tokenizer, "train", args.short_seq_len) if args.short_fraction else None
     except (RuntimeError, ValueError) as e:  # data/prepare.py's DataError is a RuntimeError
         die(str(e))
-    except OSError as e:  # a missing split file, or a full disk while caching
-        die(f"the data cache {cache}: {e.filename}: {e.strerror}; free some space, or delete "
-            "that folder to prepare it again")
+    except OSError as e:  # a full disk or a file-size limit while caching, a --data-root that is a file, ...
+        die(f"the data cache {os_problem(e, cache, 'delete that folder to prepare it again')}")
     return tokenizer, train, valid, short, train_nsp, valid_pairs
 
 
