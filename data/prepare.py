@@ -311,10 +311,6 @@ def write_corpus(out_dir: str, pretrain: dict[str, list[list[str]]], labelled: d
             raise DataError(f"the {split} split of the pretraining corpus is empty: give more text "
                             "(at least a few hundred lines)")
     os.makedirs(out_dir, exist_ok=True)
-    for stale in ("tokens", *(f for f in os.listdir(out_dir) if f.startswith("tokenizer-"))):
-        shutil.rmtree(os.path.join(out_dir, stale), ignore_errors=True)  # made from an earlier text
-        if os.path.isfile(os.path.join(out_dir, stale)):
-            os.remove(os.path.join(out_dir, stale))
     manifest = {"format": FORMAT, "sources": sources, "files": {}}
     for split, documents in pretrain.items():
         path = os.path.join("pretrain", f"{split}.txt")
@@ -432,6 +428,14 @@ def prepared_format(out_dir: str) -> int | None:
     return manifest.get("format", 1) if isinstance(manifest, dict) else None
 
 
+def remove_caches(out_dir: str) -> None:
+    """Remove the tokenizers and token files train_mlm.py cached beside a prepared corpus."""
+    shutil.rmtree(os.path.join(out_dir, "tokens"), ignore_errors=True)
+    for name in os.listdir(out_dir):
+        if name.startswith("tokenizer-") and os.path.isfile(os.path.join(out_dir, name)):
+            os.remove(os.path.join(out_dir, name))
+
+
 def corpus_dir(corpus: str, root: str = CACHE) -> str:
     return os.path.join(root, corpus)
 
@@ -439,8 +443,11 @@ def corpus_dir(corpus: str, root: str = CACHE) -> str:
 def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str = CACHE, force: bool = False) -> str:
     """Prepare `corpus` ('en', 'zh', or a name for `text_files`) once; returns its folder."""
     out_dir = corpus_dir(corpus, root)
-    if not force and prepared_format(out_dir) == FORMAT:  # a corpus of an older format is prepared again
+    found = prepared_format(out_dir)
+    if not force and found == FORMAT:
         return out_dir
+    if found not in (None, FORMAT):  # a corpus of an older format: its split differs, so do its caches
+        remove_caches(out_dir)
     if text_files:
         prepare_text(out_dir, text_files)
     elif corpus == "en":

@@ -3,12 +3,17 @@
 import hashlib
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from data import prepare as prep
 from minibert.text import SPECIAL_TOKENS, pack_blocks, sentences, tokenize_lines, train_wordpiece
+
+REPO = Path(__file__).resolve().parents[1]
 
 CLS, SEP, PAD = 2, 3, 0
 
@@ -260,3 +265,17 @@ def test_sentences_by_hand():
     assert sentences('It was cold. "Go home!" he said. The U.S. army won 3-2. 2010 was good? yes.') == [
         "It was cold.", '"Go home!" he said.', "The U.S. army won 3-2.", "2010 was good? yes."]
     assert sentences("他来了。她说：“好。”我们走吧！你呢？") == ["他来了。", "她说：“好。”", "我们走吧！", "你呢？"]
+
+
+def test_two_processes_preparing_one_corpus_at_once_both_succeed(tmp_path):
+    """Each writes every file under a temporary name of its own and renames it into place, so two
+    `data/prepare.py` runs on one corpus at once both finish, and the corpus is whole."""
+    f = tmp_path / "mine.txt"
+    f.write_text("".join(f"document {i} has some words. And a second sentence.\n" for i in range(3000)))
+    cmd = [sys.executable, "data/prepare.py", "--text", str(f), "--corpus", "mine", "--root", str(tmp_path / "cache")]
+    procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    assert all(code == 0 and "prepared" in out for out, _, code in results), results
+    manifest = json.loads((tmp_path / "cache" / "mine" / "manifest.json").read_text())
+    assert sum(v["documents"] for v in manifest["files"].values()) == 3000
+    assert not [p for p in (tmp_path / "cache").rglob("*") if ".tmp" in p.name]
