@@ -180,6 +180,16 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
     return best.epoch
 
 
+# a tab, and every character other than \n that str.splitlines() breaks a line at: written as its escape
+_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\t\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def tsv_cell(text: str) -> str:
+    """`text` as one cell of a tab-separated line: a tab, a form feed, U+2028 and the other
+    characters some readers break a line at are shown as escapes (\\t, \\x0c, \\u2028)."""
+    return text.translate(_BREAKS)
+
+
 def export_best(model, path: str, tokenizer) -> None:
     try:
         export(model, path, tokenizer)
@@ -344,7 +354,7 @@ def predict(args):
             probs = logits_of(model, batch).softmax(-1)
         for p in probs:
             k = int(p.argmax())
-            print(f"{id2label[k]}\t{p[k].item():.4f}\t{texts[i]}")
+            print(f"{id2label[k]}\t{p[k].item():.4f}\t{tsv_cell(texts[i])}")
             i += 1
 
 

@@ -171,6 +171,11 @@ def test_predict_command_labels_sentences(setup, tmp_path, capsys):
     assert [line.split("\t")[0] for line in lines] == ["pos", "neg"]  # trained: the sentiment word decides
     finetune.main(["predict", "--model", str(tmp_path / "p"), "--file", str(tmp_path / "in.txt")])
     assert capsys.readouterr().out.splitlines() == lines  # the run folder reads its best/ model
+    # a tab, form feed or U+2028 inside one input line stays one output line of three cells
+    (tmp_path / "odd.txt").write_text("the film\twas\x0csuperb\u2028really\n", encoding="utf-8")
+    finetune.main(["predict", "--model", str(tmp_path / "p"), "--file", str(tmp_path / "odd.txt")])
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.split("\t")[2] == "the film\\twas\\x0csuperb\\u2028really"
 
 
 def test_exercise_head_fine_tunes_too(setup, tmp_path):
