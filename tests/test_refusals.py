@@ -496,7 +496,8 @@ def test_resume_names_what_changed(base, corpus, setup, tmp_path, capsys):
     ("text;label\na fine film;pos\n", r"train.csv:1: the header row must name .*found \['text;label'\]"),
     ('text,label\n"a fine\nfilm",pos\n\n"",neg\n', r"train.csv:5: empty text"),
     ('text,label\n"a fine\nfilm",pos\nbad\n', r"train.csv:4: missing label"),
-], ids=["no-header", "semicolons", "line-after-a-quoted-newline", "short-row"])
+    ("", r"train.csv is empty: give a header row text,label"),
+], ids=["no-header", "semicolons", "line-after-a-quoted-newline", "short-row", "empty"])
 def test_csv_problems_are_named_with_the_files_own_line(tmp_path, text, pattern):
     from minibert.run.labelled import InputError, read_split
     (tmp_path / "train.csv").write_text(text)

@@ -78,7 +78,9 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
     case); the line is where the row starts in the file (a quoted text may span lines)."""
     reader = csv.reader(f)
     header = next(reader, None)
-    columns = [c.strip().lower() for c in header or []]
+    if header is None:
+        raise InputError(f"{path} is empty: give a header row text,label and one row per example")
+    columns = [c.strip().lower() for c in header]
     if "text" not in columns or "label" not in columns:
         raise InputError(f"{path}:1: the header row must name the comma-separated columns text and label, "
                          f"found {header}")
