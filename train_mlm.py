@@ -1,5 +1,4 @@
-"""Pretrain a small BERT with masked language modelling (and, if asked, next-sentence prediction),
-on a laptop GPU or a CPU.
+"""Pretrain a small BERT by masked language modelling (and next-sentence prediction), on a GPU or a CPU.
 
     python train_mlm.py                                  # bert-tiny on the English corpus, ~9 min on 2 CPU cores
     python train_mlm.py --corpus zh --out runs/mlm-zh    # the Chinese corpus
@@ -276,8 +275,7 @@ def train_step(run: Run, model, step_model, optimizer, scaler, batch: dict, phas
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip if args.clip > 0 else float("inf"))
     losses = {}
     if read_loss:  # before the update; with fp16 the scaler itself skips steps with inf gradients
-        train_loss = (sums[0] / n_global).item()
-        losses["train_loss"] = train_loss
+        losses["train_loss"] = train_loss = (sums[0] / n_global).item()
         if int(n_pairs):
             losses["train_nsp_loss"], losses["train_nsp_acc"] = (sums[1:] / n_pairs).tolist()
             train_loss += losses["train_nsp_loss"]
