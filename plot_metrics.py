@@ -11,7 +11,8 @@ ends): the training loss jumps there because the longer blocks are harder for a 
 short ones, not because training diverged; the validation loss, on the same blocks throughout,
 is the curve to follow across it. Grey lines: a unigram and a bigram model's loss on the same
 validation targets, read from probes.json beside the metrics (`python probe.py --summary RUN`
-writes it). Bottom: the learning rate.
+writes it). With --objective mlm+nsp, a panel under it: the next-sentence accuracy on each
+step's pairs and on the fixed held-out pairs, beside chance. Bottom: the learning rate.
 
 Fine-tuning, over the epoch. Left: the training loss (mean over the epoch) and the validation
 loss, cross-entropy of the labels. Right: the validation accuracy beside bag-of-words and the
@@ -85,9 +86,12 @@ def draw(ax, points: list[tuple], *style, **options) -> None:
 
 
 def pretraining_figure(plt, records: list[dict], levels: dict | None, name: str):
-    """Losses on top, the learning rate below, over the optimizer step (the module docstring)."""
-    fig, (loss_ax, lr_ax) = plt.subplots(2, 1, sharex=True, figsize=(9, 6.5),
-                                         gridspec_kw={"height_ratios": (3, 1)})
+    """Losses on top, next-sentence accuracy under them when the run has pairs, the learning rate
+    below, over the optimizer step (the module docstring)."""
+    nsp = any(number(r.get("train_nsp_acc")) or number(r.get("valid_nsp_acc")) for r in records)
+    fig, axes = plt.subplots(3 if nsp else 2, 1, sharex=True, figsize=(9, 8.5 if nsp else 6.5),
+                             gridspec_kw={"height_ratios": (3, 2, 1) if nsp else (3, 1)})
+    loss_ax, lr_ax = axes[0], axes[-1]
     lengths = series(records, "seq_len")
     valid_blocks = f", always {lengths[-1][1]}-token blocks" if lengths else ""  # the last phase's: --seq-len
     draw(loss_ax, series(records, "train_loss"), linewidth=1, label="training loss (each step's own blocks)")
@@ -97,9 +101,11 @@ def pretraining_figure(plt, records: list[dict], levels: dict | None, name: str)
         for model, style in (("unigram", ":"), ("bigram", "--")):
             loss_ax.axhline(levels[model], color="gray", linestyle=style,
                             label=f"{model} model on the validation targets: {levels[model]:.2f}")
+    if nsp:
+        next_sentence_axis(axes[1], records)
     changes = phase_changes(records)
     for step, old, new in changes:
-        for ax in (loss_ax, lr_ax):
+        for ax in axes:
             ax.axvline(step, color="black", linewidth=1, linestyle="-.")
         for text, side in ((f"{old}-token blocks ", "right"), (f" {new}-token blocks", "left")):
             loss_ax.text(step, 0.02, text, transform=loss_ax.get_xaxis_transform(), ha=side, va="bottom")
@@ -107,15 +113,27 @@ def pretraining_figure(plt, records: list[dict], levels: dict | None, name: str)
         loss_ax.set_title("short blocks are easier: training sits below validation before the switch (not "
                           "overfitting) and jumps at it (not diverging)", fontsize=9)
     loss_ax.set_ylabel("masked-token cross-entropy (nats)")
-    fig.suptitle(f"{name}: pretraining (masked language modelling)")
+    fig.suptitle(f"{name}: pretraining (masked language modelling{' + next-sentence prediction' if nsp else ''})")
     loss_ax.legend(loc="upper right")
     draw(lr_ax, series(records, "lr"), color="C2", label="learning rate")
     lr_ax.set_xlabel("optimizer step")
     lr_ax.set_ylabel("learning rate")
-    for ax in (loss_ax, lr_ax):
+    for ax in axes:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def next_sentence_axis(ax, records: list[dict]) -> None:
+    """Next-sentence accuracy: each logged step's pairs (a few dozen: noisy), the fixed held-out
+    pairs, and chance on them (the more common label's share)."""
+    draw(ax, series(records, "train_nsp_acc"), linewidth=1, alpha=0.6, label="training (each step's own pairs)")
+    draw(ax, series(records, "valid_nsp_acc"), "o-", markersize=3, color="C1", label="validation (fixed held-out pairs)")
+    chance = [r["nsp_chance"] for r in records if number(r.get("nsp_chance"))]
+    if chance:
+        ax.axhline(chance[-1], color="gray", linestyle=":", label=f"chance on the held-out pairs: {chance[-1]:.2f}")
+    ax.set_ylabel("next-sentence accuracy")
+    ax.legend(loc="upper left")  # the short phase, on the left, has no pairs
 
 
 def finetuning_figure(plt, records: list[dict], summary: dict, name: str):

@@ -118,6 +118,30 @@ def test_the_pretraining_figure_marks_the_phase_change_the_ngram_levels_and_the_
     assert capsys.readouterr().err == ""
 
 
+def test_a_run_with_next_sentence_pairs_gets_their_accuracy_under_the_losses(tmp_path, drawn):
+    """--objective mlm+nsp: the long phase's records (steps 40-60) carry the next-sentence accuracy
+    of their pairs, the validations at 30 and 60 the held-out accuracy and chance (0.51). A middle
+    panel on the same steps shows the three, the phase line crosses it too; the loss panel keeps
+    the masked-token loss alone, and the title names both tasks. A run without pairs has no such
+    panel (the test above: two axes)."""
+    records = pretraining_records()
+    for r in records:
+        if "train_loss" in r and r["step"] > 30:
+            r["train_nsp_acc"] = r["step"] / 100
+        if "valid_loss" in r:
+            r |= {"valid_nsp_acc": 0.5 if r["step"] == 30 else 0.8, "nsp_chance": 0.51}
+    fig = drawn(write_run(tmp_path / "nsp", "pretraining", records, **{SUMMARY_FILE: NGRAM}))
+    loss_ax, nsp_ax, lr_ax = fig.axes
+    assert loss_ax.get_shared_x_axes().joined(loss_ax, nsp_ax)
+    assert vertical(nsp_ax) == [30]
+    assert xy(line_of(nsp_ax, "training")) == ([40, 50, 60], [0.4, 0.5, 0.6])
+    assert xy(line_of(nsp_ax, "validation")) == ([30, 60], [0.5, 0.8])
+    assert horizontal(nsp_ax) == {"chance on the held-out pairs: 0.51": 0.51}
+    assert nsp_ax.get_ylabel() == "next-sentence accuracy" and lr_ax.get_ylabel() == "learning rate"
+    assert xy(line_of(loss_ax, "training loss"))[1] == [7.5, 7.0, 6.5, 6.0, 5.5, 5.0]
+    assert "masked language modelling + next-sentence prediction" in fig._suptitle.get_text()
+
+
 def test_an_old_metrics_file_without_seq_len_or_probes_is_drawn_with_a_one_line_note(tmp_path, drawn, capsys):
     """No seq_len in the records: no phase line, no block lengths; no probes.json: no n-gram lines
     and one note naming the command that adds them. The PNG is still written."""
