@@ -15,13 +15,12 @@ right before it (an even spread over T tokens gives 1/T), and [CLS]'s weight on 
 
 import argparse
 import os
-import sys
 
 import torch
 
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
-from minibert.run import die, interrupted
+from minibert.run import die, run_script
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.text import plain_tokenizer
@@ -45,11 +44,13 @@ def load(path: str):
 
 @torch.no_grad()
 def attention(model, tokenizer, text: str, following: str) -> tuple[list[str], torch.Tensor]:
-    """(tokens, probabilities (L, H, T, T)) of `[CLS] text [SEP] following [SEP]`."""
+    """(tokens, probabilities (L, H, T, T)) of `[CLS] text [SEP] following [SEP]`; segment ids
+    0 then 1, or 0 throughout for a model with one segment embedding (type_vocab_size 1)."""
     enc = plain_tokenizer(tokenizer).encode(text, following)
     if len(enc.ids) > model.config.max_position_embeddings:
         die(f"the pair is {len(enc.ids)} tokens, more than the model's {model.config.max_position_embeddings}")
     ids, types = torch.tensor([enc.ids]), torch.tensor([enc.type_ids])             # (1, T) each
+    types = types.clamp(max=model.config.type_vocab_size - 1)
     out = model(ids, token_type_ids=types, output_attentions=True)
     return enc.tokens, torch.stack([a[0] for a in out.attentions])               # (L, H, T, T)
 
@@ -135,7 +136,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing was written", True)
+    run_script(main, "nothing was written")

@@ -15,7 +15,7 @@ import torch
 
 from data.prepare import DataError, fetch_minilm, labelled_folder
 from minibert import BertForClassification, BertModel, CheckpointError, load_tokenizer, random_mask_tokens
-from minibert.run import die, interrupted
+from minibert.run import die, run_script
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
 from minibert.run.labelled import read_split, split_files, token_ids
 from minibert.text import pad_batch
@@ -79,7 +79,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing was written")
+    run_script(main, "nothing was written")

@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import torch
 
 from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
-from minibert.run import die, interrupted
+from minibert.run import die, input_lines, run_script
 from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
 from minibert.run.folders import resolve_checkpoint
-from minibert.text import lines_of
 from minibert.run.training import pick_device
 
 
@@ -65,13 +63,7 @@ def checkpoint_folder(path: str) -> str:
 def read_texts(texts: list[str]) -> list[str]:
     """The texts given on the command line, else the non-blank lines of standard input."""
     if not texts:
-        try:
-            if sys.stdin is None:
-                raise OSError("it is closed")
-            texts = lines_of(sys.stdin.buffer.read().decode("utf-8-sig"))
-        except (OSError, UnicodeDecodeError) as e:
-            die(f"cannot read standard input: {getattr(e, 'strerror', None) or e}; give UTF-8 text, one text per line")
-        texts = [t for t in texts if t.strip()]
+        texts = input_lines(None, "text")
     if not texts:
         die("no text given: pass texts as arguments, or one per line on standard input")
     return texts
@@ -117,7 +109,4 @@ def shown(guesses) -> str:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing was written")
+    run_script(main, "nothing was written")

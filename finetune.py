@@ -35,24 +35,23 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
 from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
-from minibert.run import die, first_line, interrupted
+from minibert.run import die, first_line, input_lines, run_script
 from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
                                          recover_best, set_trainable)
-from minibert.run.folders import check_run_folder, claim_run_folder, resolve_checkpoint, run_kind, write_json
+from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holder, resolve_checkpoint, run_kind,
+                                  write_json)
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
 from minibert.run.flags import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, SEED, add_device, check_ranges
 from minibert.run.labelled import (InputError, batch_of, batches, encode, read_split, scores, split_files, split_rows,
                                    token_ids)
 from minibert.run.training import pick_device, use_tf32
-from minibert.text import lines_of
 
 RECIPE = Recipe()  # make run's recipe, picked on validation (minibert.run.finetuning.Recipe)
 DEFAULT_LR = {"full": RECIPE.lr, "frozen": 1e-3, "lora": 1e-3}
@@ -181,12 +180,13 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
 
 
 # a tab, and every character other than \n that str.splitlines() breaks a line at: written as its escape
-_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\t\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
 
 
 def tsv_cell(text: str) -> str:
-    """`text` as one cell of a tab-separated line: a tab, a form feed, U+2028 and the other
-    characters some readers break a line at are shown as escapes (\\t, \\x0c, \\u2028)."""
+    """`text` (a sentence, or a label) as one cell of a tab-separated line: a tab, a line end, a form
+    feed, U+2028 and the other characters some readers break a line at are shown as escapes (\\t,
+    \\n, \\x0c, \\u2028)."""
     return text.translate(_BREAKS)
 
 
@@ -312,23 +312,17 @@ def recover_export(model: str) -> None:
     run = os.path.dirname(model)
     if os.path.basename(model) != "best" or os.path.isdir(model) or run_kind(run) != "fine-tuning":
         return
+    holder = lock_holder(run)
+    if holder and not any(os.path.isdir(model + end) for end in (".old", ".tmp")):
+        die(f"{run} is still fine-tuning (pid {holder}) and has no best/ model yet; predict once its first epoch "
+            "is done")
     lock = claim_run_folder(run, "fine-tuning", resume=True)
     recover_best(model)
     lock.close()
 
 
 def predict(args):
-    try:
-        if args.file:
-            with open(args.file, encoding="utf-8-sig", newline="") as f:
-                lines = lines_of(f.read())
-        else:
-            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-            lines = lines_of(raw.decode("utf-8-sig"))
-    except (OSError, UnicodeDecodeError) as e:
-        die(f"cannot read {args.file or 'standard input'}: {getattr(e, 'strerror', None) or e}; "
-            "give UTF-8 text, one sentence per line")
-    texts = [line for line in lines if line.strip()]
+    texts = input_lines(args.file or None, "sentence")
     if not texts:
         die("no text to label (one sentence per line, from --file or standard input)")
     kind = run_kind(args.model)
@@ -354,7 +348,7 @@ def predict(args):
             probs = logits_of(model, batch).softmax(-1)
         for p in probs:
             k = int(p.argmax())
-            print(f"{id2label[k]}\t{p[k].item():.4f}\t{tsv_cell(texts[i])}")
+            print(f"{tsv_cell(id2label[k])}\t{p[k].item():.4f}\t{tsv_cell(texts[i])}")
             i += 1
 
 
@@ -432,13 +426,11 @@ def main(argv=None):
     # minibert's info lines (e.g. a head swapped) are part of the report, on standard output: standard
     # error holds only a refusal, one line, even when it comes after the model has loaded
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    logging.raiseExceptions = False  # standard output closed (`| head`): the next print ends the run, quietly
     args = parse_args(argv)
     return train(args) if args.command == "train" else predict(args)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing was written" if sys.argv[1:2] == ["predict"] else
-                    "nothing is half-written; run again with --overwrite to fine-tune afresh")
+    run_script(main, "nothing was written" if sys.argv[1:2] == ["predict"] else
+               "nothing is half-written; run again with --overwrite to fine-tune afresh")

@@ -20,11 +20,12 @@ majority class (summary.json, once the run has written it), the best epoch (the 
 """
 
 import argparse
+import math
 import os
 import sys
 
 from minibert.files import write_file
-from minibert.run import die, interrupted
+from minibert.run import die, run_script
 from minibert.run.folders import metric_records, read_json, run_kind
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
@@ -36,14 +37,14 @@ FORMATS = ("png", "pdf", "svg")  # what --out's extension may ask for (none: PNG
 
 
 def number(value, kind=(int, float)) -> bool:
-    """A number matplotlib can draw: not a bool, not an integer too large for a float."""
+    """A number matplotlib can draw: not a bool, finite, and below 1e100 in size (its axis
+    arithmetic overflows near float's limit, 1e308; no loss, rate or accuracy comes near either)."""
     if isinstance(value, bool) or not isinstance(value, kind):
         return False
     try:
-        float(value)
-    except OverflowError:
+        return math.isfinite(float(value)) and abs(float(value)) < 1e100
+    except OverflowError:  # an integer too large for a float
         return False
-    return True
 
 
 def series(records: list[dict], key: str, x: str = "step") -> list[tuple]:
@@ -219,7 +220,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing is half-written")
+    run_script(main, "nothing is half-written")

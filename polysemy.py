@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from data.prepare import DataError, fetch_minilm
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
-from minibert.run import die, interrupted
+from minibert.run import die, os_problem, run_script
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
@@ -179,14 +179,14 @@ def main(argv=None):
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
         die(f"cannot make --out {args.out}: {e.strerror}; give a folder")
-    png = heat_map(minilm, minilm_tok, ENGLISH, os.path.join(args.out, "heatmap-minilm-en.png"),
-                   "MiniLM: cosine similarity of the target word's contextual vectors")
+    png = os.path.join(args.out, "heatmap-minilm-en.png")
+    try:
+        png = heat_map(minilm, minilm_tok, ENGLISH, png, "MiniLM: cosine similarity of the target word's contextual vectors")
+    except OSError as e:
+        die(os_problem(e, png))
     print(f"\nheat map: {png}" if png else f"\nno heat map: {NO_MATPLOTLIB}")
     return rows
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing is half-written")
+    run_script(main, "nothing is half-written")

@@ -43,7 +43,7 @@ import torch
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
-from minibert.run import die, interrupted
+from minibert.run import die, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.flags import PROBABILITY, SEED, add_device, check_ranges
@@ -247,6 +247,8 @@ def write(out: str, results: dict, text: str, png: bytes | None = None) -> None:
         for name, data in files.items():
             if data is not None:
                 write_file(os.path.join(out, name), data)
+            elif os.path.lexists(os.path.join(out, name)):  # an earlier --run's plot, not of these numbers
+                os.remove(os.path.join(out, name))
     except OSError as e:
         die(f"cannot write {e.filename or out} ({e.strerror}); free some space or choose another --out")
     lock.close()
@@ -321,6 +323,8 @@ def plot_run(rows: list[dict], prober: Prober, labels: dict, run: str) -> bytes 
     ax.set_title("(a) masked-token loss, validation split", fontsize=9)
     ax = axes[1]
     for k, source in enumerate(SOURCES):
+        if not base["agreement"][source]["n"]:  # no agreement item of this source in the text: no curve
+            continue
         ax.plot(steps, [r["agreement"][source]["acc"] for r in rows], marker="o", color=f"C{k}",
                 label=f"model, {source} (n={base['agreement'][source]['n']:,})")
         ax.plot(steps, [r["agreement"][source]["balanced"] for r in rows], marker="x", linestyle="--", color=f"C{k}",
@@ -461,7 +465,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing is half-written; run the same command again")
+    run_script(main, "nothing is half-written; run the same command again")

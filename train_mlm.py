@@ -38,7 +38,7 @@ from data.prepare import CACHE, CORPORA, prepare
 from minibert import IGNORE_INDEX, PreTrainingOutput
 from minibert.files import write_file
 from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, target_slots
-from minibert.run import die, interrupted
+from minibert.run import die, interrupted, run_script
 from minibert.run.flags import AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, add_device, check_ranges
 from minibert.run.folders import read_json, truncate_metrics, write_json
 from minibert.run.pretraining import (OBJECTIVES, Phase, Run, default_short_seq_len, log, new_or_resumed_model,
@@ -444,7 +444,4 @@ def report(s: dict, metrics_path: str) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        interrupted("nothing is half-written; --resume continues from the last checkpoint, if there is one")
+    run_script(main, "nothing is half-written; --resume continues from the last checkpoint, if there is one")

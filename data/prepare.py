@@ -40,7 +40,7 @@ import tarfile
 import zipfile
 
 from minibert.files import parse_json, write_file
-from minibert.run import os_problem
+from minibert.run import os_problem, run_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
@@ -502,4 +502,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, "nothing is half-written; run the same command again")

@@ -51,7 +51,7 @@ from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
 from minibert.files import write_file
-from minibert.run import die
+from minibert.run import die, os_problem, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
 from minibert.run.finetuning import Recipe
@@ -541,12 +541,6 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
 def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]]:
     """The labelled splits of the study and its encoders (--encoders, or the study's default)."""
     pretraining = args.study == "pretraining"
-    specs = args.encoders
-    if specs is None and pretraining:
-        ckpt = quick_checkpoint(out) if args.quick else "runs/mlm-en"
-        minilm = not args.quick or os.path.isfile(os.path.join(CACHE, "minilm", "config.json"))
-        specs = f"random:{ckpt},{ckpt}" + (",minilm" if minilm else "")
-    specs = specs if specs is not None else "minilm,runs/mlm-en"
     if pretraining:
         big = 10 ** 9  # every row of the split
         task = Task.load(big, s["n_valid"] or big, s["n_test"] or big)
@@ -554,6 +548,12 @@ def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]
             die(f"--budgets: the training split holds {len(task.train.texts):,} sentences; use `all` for all of them")
     else:
         task = Task.load(s["n_train"], s["n_valid"], s["n_test"])
+    specs = args.encoders
+    if specs is None and pretraining:  # --quick pretrains its checkpoint here, after every check of the flags
+        ckpt = quick_checkpoint(out) if args.quick else "runs/mlm-en"
+        minilm = not args.quick or os.path.isfile(os.path.join(CACHE, "minilm", "config.json"))
+        specs = f"random:{ckpt},{ckpt}" + (",minilm" if minilm else "")
+    specs = specs if specs is not None else "minilm,runs/mlm-en"
     encoders = [Encoder.open(e.strip(), task) for e in specs.split(",") if e.strip()]
     if not encoders:
         die("--encoders names no encoder")
@@ -601,7 +601,10 @@ def main(argv=None):
             "n_train": len(task.train.texts), "n_valid": len(task.valid.texts), "n_test": len(task.test.texts),
             "batch_size": s["batch_size"], "seeds": len(seeds), "wall_s": time.time() - t0}
     meta.update({k: s[k] for k in (("epochs", "min_updates", "lr_grid") if pretraining else ("updates",))})
-    text, png, plotted = write_results(out, args.study, rows, runs, meta)
+    try:
+        text, png, plotted = write_results(out, args.study, rows, runs, meta)
+    except OSError as e:
+        die(os_problem(e, out, "the runs' numbers are lost with it; run the study again"))
     print(text)
     print(f"{args.study}: {len(rows)} rows in {meta['wall_s'] / 60:.1f} min; report {out}/report.md"
           + (f", plot {png}" if plotted else f" (no plot: {NO_MATPLOTLIB})"))
@@ -609,4 +612,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, "nothing is half-written; run the same command again")

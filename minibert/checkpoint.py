@@ -273,7 +273,9 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
     state = dict(state)
     for alias, target in _TIED_ALIASES.items():
         if alias in state and target in state:
-            if not torch.equal(state[alias], state[target]):
+            a, b = state[alias], state[target]  # equal, NaN for NaN (non-finite weights are refused below)
+            if not (torch.equal(a, b) or a.shape == b.shape and torch.equal(a.isnan(), b.isnan())
+                    and torch.equal(a.nan_to_num(), b.nan_to_num())):
                 raise CheckpointError(f"{source}: {alias} differs from {target}; minibert ties "
                                       "the MLM decoder to the word embeddings, so it cannot load "
                                       "an untied decoder")
@@ -335,13 +337,16 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[st
         offset += nbytes
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    with open(filename, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for name in order:
-            t = tensors[name].detach().cpu().contiguous()
-            if t.numel():
-                f.write(ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()))
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for name in order:
+                t = tensors[name].detach().cpu().contiguous()
+                if t.numel():
+                    f.write(ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()))
+    write_file(os.fspath(filename), write)  # never seen half-written
 
 
 def read_config(path: str) -> tuple[BertConfig, list[str]]:
@@ -395,15 +400,13 @@ class Pretrained:
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
         tensors = {to_hf_name(k): v for k, v in self.state_dict().items()}
-        write_file(os.path.join(path, "model.safetensors"),
-                   lambda tmp: save_file(tensors, tmp, metadata={"format": "pt", **(metadata or {})}))
+        save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt", **(metadata or {})})
         digest = None
         if tokenizer is not None:
             text = tokenizer.to_str(pretty=True).encode("utf-8")
             write_file(os.path.join(path, "tokenizer.json"), text)
             digest = hashlib.sha256(text).hexdigest()
-        write_file(os.path.join(path, "config.json"),
-                   lambda tmp: self.config.save(tmp, [self.hf_architecture], tokenizer_sha256=digest))
+        self.config.save(os.path.join(path, "config.json"), [self.hf_architecture], tokenizer_sha256=digest)
 
 
 def load_tokenizer(path: str | os.PathLike):
@@ -443,3 +446,7 @@ def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
     if isinstance(vocab, int) and size != vocab:
         raise CheckpointError(f"{file} has {size:,} tokens, {'more' if size > vocab else 'fewer'} than its model's "
                               f"vocabulary ({vocab:,}): the tokenizer does not belong to its model")
+    token, top = max(tokenizer.get_vocab().items(), key=lambda item: item[1], default=("", -1))
+    if isinstance(vocab, int) and top >= vocab:  # as many tokens, but an id past the embedding table
+        raise CheckpointError(f"{file} gives {token!r} the id {top:,}, past its model's vocabulary (ids 0 to "
+                              f"{vocab - 1:,}): the tokenizer does not belong to its model")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch.nn.functional as F
 
-from .files import parse_json
+from .files import parse_json, write_file
 
 # Keys that `transformers` writes into config.json as bookkeeping or for model families
 # other than BERT. They do not change what a BERT computes (tests/test_config.py shows it for
@@ -29,7 +29,7 @@ _HF_BOOKKEEPING_KEYS = frozenset({
     "use_cache", "bos_token_id", "eos_token_id", "label2id", "gradient_checkpointing", "output_past",
     "directionality", "pooler_fc_size", "pooler_num_attention_heads",
     "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type",
-    "_name_or_path", "finetuning_task",
+    "_name_or_path", "finetuning_task", "tokenizer_class",
 })
 
 # Keys whose other values change what the model computes, which minibert does not implement:
@@ -170,12 +170,16 @@ class BertConfig:
     def from_dict(cls, d: dict) -> "BertConfig":
         """Build from a HF-style dict. Unknown keys are ignored with ONE warning naming them;
         saved run-time switches are ignored silently (the caller chooses the code path).
-        Anything but a dict, a dict for another `model_type`, or a key of _HF_MATH_KEYS set to a
+        Anything but a dict, a dict for another `model_type` (or, without one, whose `architectures`
+        name another class than a Bert...), or a key of _HF_MATH_KEYS set to a
         value minibert does not compute (is_decoder true, ...) is a ValueError."""
         if not isinstance(d, dict):
             raise ValueError(f"a config must be a JSON object {{field: value}}, got a {type(d).__name__}")
         if d.get("model_type", "bert") != "bert":
             raise ValueError(f"the config describes a {d['model_type']!r} model, not a BERT")
+        others = [a for a in d.get("architectures") or [] if not (isinstance(a, str) and a.startswith("Bert"))]
+        if isinstance(d.get("architectures"), list) and others:  # a model_type left out: the class names it
+            raise ValueError(f"the config describes a {others[0]!r} model, not a BERT")
         for key, (allowed, meaning) in _HF_MATH_KEYS.items():
             value = d.get(key)
             if key in d and (not isinstance(value, (bool, str, type(None))) or value not in allowed):
@@ -189,15 +193,14 @@ class BertConfig:
 
     def save(self, path: str | os.PathLike, architectures: list[str] | None = None,
              tokenizer_sha256: str | None = None) -> None:
-        """Write HF's config.json (to `path`, a file name), with the digest of the tokenizer saved beside it."""
+        """Write HF's config.json (to `path`, a file name), with the digest of the tokenizer saved
+        beside it; through files.write_file, so never seen half-written."""
         d = self.to_dict()
         if architectures:
             d["architectures"] = architectures
         if tokenizer_sha256:
             d[TOKENIZER_DIGEST] = tokenizer_sha256
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(d, f, indent=2, sort_keys=True)
-            f.write("\n")
+        write_file(os.fspath(path), (json.dumps(d, indent=2, sort_keys=True) + "\n").encode("utf-8"))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "BertConfig":

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows has no such flag (and rarely user symlinks)
 
@@ -48,6 +49,17 @@ def write_file(path: str, data) -> None:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+
+
+def fresh_folder(path: str) -> None:
+    """An empty new folder at `path` (a temporary one, renamed into place when whole), its parents
+    made as needed: whatever stood there is removed first; a link is removed, never followed."""
+    if os.path.islink(path) or os.path.isfile(path):
+        os.remove(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    os.mkdir(path)
 
 
 def append_line(path: str, line: str) -> None:

@@ -2,8 +2,11 @@
 
 import contextlib
 import io
+import json
+import os
 import random
 import re
+import sys
 
 import pytest
 import torch
@@ -18,6 +21,12 @@ def assert_close(actual, expected, atol, rtol=0.0, what="tensor"):
     assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
     diff = (actual - expected).abs()
     ok = torch.allclose(actual, expected, atol=atol, rtol=rtol)
+    if os.environ.get("MINIBERT_TOLERANCE_LOG"):  # the kernel-path runs of docs/testing.md compare these files
+        used = (diff / (atol + rtol * expected.abs())).nan_to_num(0.0).max().item() if diff.numel() else 0.0  # 0/0: 0
+        with open(os.environ["MINIBERT_TOLERANCE_LOG"], "a") as f:
+            f.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", "").removesuffix(" (call)"), "what": what,
+                                "max_diff": diff.max().item() if diff.numel() else 0.0, "atol": atol, "rtol": rtol,
+                                "used": used}) + "\n")
     assert ok, (f"{what}: max |diff| {diff.max().item():.3e}, mean {diff.mean().item():.3e} "
                 f"(atol {atol}, rtol {rtol})")
 
@@ -78,6 +87,20 @@ def perturb_(model, scale=0.1, seed=0):
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=g) * scale)
     return model
+
+
+# Float32 rounding between two runs of a tiny_config model perturbed at 0.1 whose kernels sum in other
+# orders (other batch shapes or padding, SDPA against the written-out softmax, the padding-free path,
+# transformers' code, another CPU). A sum of n terms in another order moves by at most n u times the
+# sum of its terms' |.| (u = 2^-24 = 6.0e-8), here at most 4 (|h| <= 4; the decoder's 3.6 measured).
+# A logit ends about 20 chained sums (9 a layer: a projection; attention's scores, normaliser and
+# weighted sum; the output projection; two feed-forward sums; two LayerNorms; then a head's 2) of at
+# most 37 terms: 20 x 37 x 6.0e-8 x 4 = 1.8e-4; a loss (logsumexp minus a logit) twice that, 3.6e-4,
+# and MLM + NSP's two losses 7.2e-4; a gradient runs the chain back plus the 99-term sum over the
+# vocabulary and the <= 64-term sum over the tokens, at |grad| <= 1.25:
+# (2 x 20 x 37 + 99 + 64) x 6.0e-8 x 1.25 = 1.2e-4. Hence 1e-3; a wrong mask, scale, weight or layer
+# moves these numbers by 0.1 or more. (Measured: at most ~1e-6.)
+TINY_REORDER = 1e-3
 
 
 @pytest.fixture
@@ -161,3 +184,61 @@ def setup(tmp_path_factory):
     torch.manual_seed(0)
     BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(root / "ckpt", tokenizer=tok)
     return root
+
+
+# ---- every file the project writes goes through the one writer ------------------------------------
+# While the tests run, every open() for writing is looked at: where the innermost code of the
+# repository that asked for it is the project's own (a script, minibert/, data/, experiments/, bench/;
+# not a test) and the file lies in the tests' temporary folders or the repository, it must be
+# minibert.files' work: write_file's temporary name (NAME.tmp<pid>, renamed over NAME once whole) or
+# a file opened with O_NOFOLLOW (append_line's logs, a run's lock). Anything else is a stray write
+# (a file half-written on a crash, or written through a planted link), and fails the test that ran it.
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.join(REPO, "tests") + os.sep
+VENV = os.path.join(REPO, ".venv") + os.sep
+WRITING = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+TEMPORARY = re.compile(r"\.tmp\d+$")
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+watched_roots: list[str] = [REPO + os.sep]  # and pytest's temporary folder, once the session starts
+stray_writes: list[str] = []
+
+
+def _project_caller(frame) -> str | None:
+    """file:line of the innermost frame of the repository's own code that is not a test, or None."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(REPO + os.sep) and not name.startswith(VENV):
+            return None if name.startswith(TESTS) else f"{os.path.relpath(name, REPO)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def _watch_writes(event: str, args: tuple) -> None:
+    if event != "open" or not isinstance(args[0], (str, os.PathLike)) or not isinstance(args[2], int):
+        return
+    path, _, flags = args
+    if not flags & WRITING or flags & NOFOLLOW or TEMPORARY.search(os.path.basename(path)):
+        return
+    path = os.path.abspath(path)
+    if path.startswith(tuple(watched_roots)):
+        caller = _project_caller(sys._getframe(1))
+        if caller:
+            stray_writes.append(f"{caller} opened {path} for writing")
+
+
+sys.addaudithook(_watch_writes)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _watch_the_temporary_folders(tmp_path_factory):
+    watched_roots.append(str(tmp_path_factory.getbasetemp()) + os.sep)
+
+
+@pytest.fixture(autouse=True)
+def no_stray_writes():
+    """Fails a test in which the project wrote a file other than through minibert.files."""
+    stray_writes.clear()
+    yield
+    found, stray_writes[:] = list(stray_writes), []
+    assert not found, "written other than through minibert.files:\n" + "\n".join(found)

@@ -52,7 +52,7 @@ def test_s3_s4_shapes_and_attention_memory_of_bert_base(monkeypatch):
     q0 = seen_q[0]  # layer 0's per-head queries, as the model computed them
     assert q0[:, 0].shape == (16, 128, 64)
     for h in (0, 5, 11):  # head h = a contiguous 64-wide slice of the projection, (h d) order
-        assert torch.equal(q0[:, h], seen["query0"][..., 64 * h:64 * (h + 1)]), h
+        assert torch.equal(q0[:, h], seen["query0"][..., 64 * h:64 * (h + 1)]), h  # a view of the same values: exact
     assert logits.shape == (16, 2)
 
     with torch.no_grad():

@@ -15,8 +15,10 @@ import torch
 import finetune
 import minibert.run.pretraining
 import train_mlm
+from minibert.files import append_line
 from minibert.run.folders import LOCK_FILE, claim_run_folder, write_json
 
+import conftest
 from conftest import refusal
 from test_finetune import run as finetune_run
 
@@ -327,6 +329,20 @@ def test_cut_short_logs_do_not_block_a_later_run(pretrained, tmp_path, corpus, c
     assert [json.loads(line)["step"] for line in open(out / "metrics.jsonl")][-1] == 6
 
 
+def test_a_write_around_the_one_writer_is_caught_in_every_test(tmp_path):
+    """conftest watches every open() for writing while the tests run (an audit hook), so each test
+    that runs a command walks every file that command writes. Code of the project (here a line
+    compiled as if it sat in minibert/) that opens a file for writing itself is caught, naming the
+    file and line; write_file, append_line and the tests' own writes are not."""
+    stray = compile("open(path, 'w').close()", os.path.join(conftest.REPO, "minibert", "stray.py"), "exec")
+    exec(stray, {"path": str(tmp_path / "out.txt")})
+    write_json(str(tmp_path / "run.json"), {"kind": "pretraining"})
+    append_line(str(tmp_path / "metrics.jsonl"), "{}")
+    (tmp_path / "note.txt").write_text("a test writes as it likes")
+    caught, conftest.stray_writes[:] = list(conftest.stray_writes), []
+    assert caught == [f"minibert/stray.py:1 opened {tmp_path / 'out.txt'} for writing"]
+
+
 def test_a_summary_write_that_fails_leaves_the_old_summary_whole(tmp_path, monkeypatch):
     """write_json writes a temporary file and renames it: a failure half-way (here json.dump
     raising after the file was opened) leaves the previous summary.json as it was, and no
@@ -434,13 +450,15 @@ def test_a_resume_of_a_run_another_process_is_using_says_so_before_reading_it(pr
 
 def test_a_run_inside_another_run_is_refused(pretrained, setup, tmp_path, corpus):
     """finetune.py --out inside a pretraining run's checkpoint folder (which the next --resume
-    may prune), and a pretraining run inside a fine-tuning run: one line each, nothing made."""
+    may prune), also through a link that leads there, and a pretraining run inside a fine-tuning
+    run: one line each, nothing made."""
     run = tmp_path / "pre"
     shutil.copytree(pretrained / "run", run, ignore=shutil.ignore_patterns(LOCK_FILE))
-    inside = run / "checkpoints" / "step-000004" / "cls"
-    with refusal(r"--out .*cls is inside the pretraining run .*pre; a run never goes inside another"):
-        finetune_run(setup, inside)
-    assert not inside.exists()
+    (tmp_path / "link").symlink_to(run / "checkpoints")
+    for inside in (run / "checkpoints" / "step-000004" / "cls", tmp_path / "link" / "cls"):
+        with refusal(r"--out .*cls is inside the pretraining run .*pre; a run never goes inside another"):
+            finetune_run(setup, inside)
+        assert not inside.exists()
     finetune_run(setup, tmp_path / "ft", "--epochs", "1")
     with refusal(r"is inside the fine-tuning run .*ft"):
         train_mlm.main(pretrain_args(tmp_path / "ft" / "best" / "pre", corpus, pretrained / "cache"))

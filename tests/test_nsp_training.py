@@ -46,8 +46,10 @@ def test_mlm_nsp_learns_the_next_sentence_beside_chance(nsp_run, capsys):
 
 def test_the_checkpoint_is_hfs_bert_for_pretraining(nsp_run):
     """config.json names BertForPreTraining; transformers' class loads it with no missing or
-    unexpected key and gives the same MLM and NSP logits on a pair, to 1e-5 (float32 over a
-    128-wide, 2-layer model: rounding is about 1e-6)."""
+    unexpected key and gives the same MLM and NSP logits on a pair, to float32 rounding: the two
+    codes sum in other orders, and a logit ends 2 layers of 9 chained sums and the head's 3, holding
+    about 2,800 terms in all (C = 128, I = 512, T = 15), at |values| <= 10 (the MLM logits'):
+    2,800 x 6.0e-8 x 10 = 1.7e-3, atol 2e-3 (2e-6 measured); a wrong tensor or head is off by 0.1 or more."""
     ckpt = json.loads((nsp_run / "summary.json").read_text())["checkpoint"]
     assert json.loads(open(f"{ckpt}/config.json").read())["architectures"] == ["BertForPreTraining"]
     enc = load_tokenizer(ckpt).encode("The cat sees the ball.", "The cat likes the ball.")
@@ -57,8 +59,8 @@ def test_the_checkpoint_is_hfs_bert_for_pretraining(nsp_run):
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     with torch.no_grad():
         a, b = ours(ids, token_type_ids=types), hf.eval()(input_ids=ids, token_type_ids=types)
-    assert (a.prediction_logits - b.prediction_logits).abs().max() < 1e-5
-    assert (a.seq_relationship_logits - b.seq_relationship_logits).abs().max() < 1e-5
+    assert (a.prediction_logits - b.prediction_logits).abs().max() < 2e-3
+    assert (a.seq_relationship_logits - b.seq_relationship_logits).abs().max() < 2e-3
 
 
 def test_fill_mask_and_finetune_take_the_checkpoint(nsp_run, tmp_path, capsys):

@@ -112,6 +112,7 @@ def test_the_pretraining_figure_marks_the_phase_change_the_ngram_levels_and_the_
     assert xy(line_of(loss_ax, "training loss")) == ([10, 20, 30, 40, 50, 60], [7.5, 7.0, 6.5, 6.0, 5.5, 5.0])
     validation = line_of(loss_ax, "validation loss")
     assert xy(validation) == ([30, 60], [6.2, 5.0]) and "always 128-token blocks" in validation.get_label()
+    # approx's default rel 1e-6: float64 rates step / 1e4, each within one rounding (1.1e-16) of the decimal
     assert xy(line_of(lr_ax, "learning rate"))[1] == pytest.approx([0.001, 0.002, 0.003, 0.004, 0.005, 0.006])
     assert (loss_ax.get_ylabel(), lr_ax.get_ylabel(), lr_ax.get_xlabel()) == (
         "masked-token cross-entropy (nats)", "learning rate", "optimizer step")
@@ -183,6 +184,7 @@ def test_a_finetuning_run_gets_its_own_figure(tmp_path, drawn, capsys, kind):
     fig = drawn(write_run(tmp_path / "cls", kind, finetuning_records(), **{"summary.json": summary}))
     loss_ax, acc_ax = fig.axes
     assert xy(line_of(loss_ax, "training"))[0] == [1, 2, 3]
+    # approx's default rel 1e-6: the float64 losses as logged, within a rounding (1.1e-16) of the decimals
     assert xy(line_of(loss_ax, "validation")) == ([1, 2, 3], pytest.approx([0.58, 0.56, 0.54]))
     assert xy(line_of(acc_ax, "fine-tuned model")) == ([1, 2, 3], [0.70, 0.76, 0.76])
     assert {label.split(" (")[0]: y for label, y in horizontal(acc_ax).items()} == {

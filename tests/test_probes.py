@@ -12,7 +12,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 import probe as command
 import train_mlm
-from conftest import assert_close, perturb_, refusal, tiny_config
+from conftest import TINY_REORDER, assert_close, perturb_, refusal, tiny_config
 from data.prepare import CACHE
 from minibert import BertConfig, BertForMaskedLM, BertModel, CheckpointError, MaskingVocab, mask_batch
 from minibert.masking import VALID_MASK_SEED, fixed_masking
@@ -40,7 +40,9 @@ def test_ngram_cross_entropies_by_hand():
     neighbours are [CLS], [MASK], 5, 7, so only position 4 has a bigram context (backoff 3/4):
       unigram: -(ln 3/9 + ln 4/9 + ln 3/9 + ln 4/9) / 4 = ln(27/4) / 2 = 0.95477; predicts 5
                always: right at 2 and 6, accuracy 0.5
-      bigram:  -(ln 3/9 + ln 4/9 + ln 7/9 + ln 4/9) / 4 = 0.74295; predicts 5, 5, 6, 5: accuracy 0.75"""
+      bigram:  -(ln 3/9 + ln 4/9 + ln 7/9 + ln 4/9) / 4 = 0.74295; predicts 5, 5, 6, 5: accuracy 0.75
+    All in float64 (u = 1.1e-16): a few roundings of fractions <= 1 and of logs <= 1.1, ~10 u = 1e-15,
+    so abs 1e-12; a count off by one moves a probability by 1/27 or more."""
     ids = torch.tensor([[2, 5, 6, 5, 6, 5, 3], [2, 7, 3, 0, 0, 0, 0]])
     counts = count_ngrams(Blocks(ids, torch.zeros_like(ids), (ids != 0).long()), HAND_VOCAB)
     assert counts.unigram.tolist() == [0, 0, 0, 0, 0, 3, 2, 1]
@@ -143,7 +145,9 @@ def test_agreement_items_on_hand_sentences():
 
 def test_agreement_margins_batched_and_the_more_frequent_form():
     """The margin logit(original) - logit(partner) of each item is the one read off a forward pass of
-    its own input, whether the items run one by one or padded together (atol 1e-5).
+    its own input, whether the items run one by one or padded together. Other batch shapes sum in
+    other orders, and a margin is a difference of two logits: twice conftest's 1.8e-4 bound, 3.6e-4,
+    atol TINY_REORDER; items mixed up are off by 0.07 or more (the margins: -0.15, -0.08, -0.55, -0.91).
     The more frequent form, with training counts is 5, are 2, was 1, were 3: it answers `is` and
     `were`, so of the items are, is, was, is it gets is, is right: 2/4; is/are 2/3, was/were 0/1.
     Balanced over the forms present: are 0/1, is 2/2, was 0/1 -> (0 + 1 + 0) / 3 = 1/3; is/are
@@ -157,11 +161,11 @@ def test_agreement_margins_batched_and_the_more_frequent_form():
     model = perturb_(BertForMaskedLM(tiny_config(vocab_size=len(WORDS)))).eval()
     one = agreement_margins(model, texts, items, tok, max_length=8, batch_size=1)
     together = agreement_margins(model, texts, items, tok, max_length=8, batch_size=4)
-    assert_close(together, one, atol=1e-5, what="margins")
+    assert_close(together, one, atol=TINY_REORDER, what="margins")
     ids, at = agreement_input(texts[0], 8, v["[CLS]"], v["[SEP]"], v["[MASK]"], max_length=8)
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0, at]
-    assert_close(one[1], logits[v["is"]] - logits[v["are"]], atol=1e-5, what="margin of item 1")
+    assert_close(one[1], logits[v["is"]] - logits[v["are"]], atol=TINY_REORDER, what="margin of item 1")
 
     unigram = torch.zeros(len(WORDS), dtype=torch.long)
     unigram[[v["is"], v["are"], v["was"], v["were"]]] = torch.tensor([5, 2, 1, 3])
@@ -199,7 +203,9 @@ def test_the_summary_line_puts_balanced_agreement_beside_plain():
 def test_mean_pooling_excludes_padding():
     """Row 0: states (1, 2), (3, 4) and a padded (100, 100) -> mean (2, 3), the 100s never read;
     row 1, no padding: (1, 1), (2, 2), (3, 3) -> (2, 2). And a frozen encoder gives each text the
-    same [CLS] and mean vectors padded in a batch as alone (atol 1e-5), in the order given."""
+    same [CLS] and mean vectors padded in a batch as alone, in the order given (other batch shapes
+    sum in other orders: atol TINY_REORDER, conftest; a text's vectors in another's place are off
+    by 0.28 or more)."""
     h = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]], [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]])
     assert mean_pool(h, torch.tensor([[1, 1, 0], [1, 1, 1]])).tolist() == [[2.0, 3.0], [2.0, 2.0]]
     torch.manual_seed(0)
@@ -209,7 +215,7 @@ def test_mean_pooling_excludes_padding():
     for i, s in enumerate(seqs):
         alone = sentence_features(encoder, [s], pad_id=0)
         for pooling in ("cls", "mean"):
-            assert_close(together[pooling][i], alone[pooling][0], atol=1e-5, what=f"{pooling} of text {i}")
+            assert_close(together[pooling][i], alone[pooling][0], atol=TINY_REORDER, what=f"{pooling} of text {i}")
 
 
 def test_linear_probe_picks_its_penalty_on_validation_not_test():

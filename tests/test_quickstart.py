@@ -75,7 +75,10 @@ def test_the_quick_start_runs_as_written(workspace, capsys, monkeypatch):
     validation, 10% for test) and saves best/; predict labels the sentence with one of the three
     topics; transformers' fill-mask pipeline loads the pretraining checkpoint and the
     text-classification pipeline the fine-tuned one, and the pipeline gives the label and the
-    probability predict printed (to its 4 decimals: within 5e-5, checked at 1e-4)."""
+    probability predict printed: to its 4 decimals (5e-5) and float32 rounding, for the two codes sum
+    in other orders: a logit ends 2 layers of 9 chained sums, the pooler and the classifier, about
+    1,400 terms in all (C = 64, I = 256), at |values| <= 4: 1,400 x 6.0e-8 x 4 = 3.4e-4, a probability
+    half that (softmax's slope <= 1/2), so 5e-5 + 1.7e-4 = 2.2e-4, checked at 5e-4."""
     lines = quick_start()
     assert len(lines) == 6, lines
     scripts = [shlex.split(line.split(" | ")[-1])[1] for line in lines]
@@ -95,4 +98,4 @@ def test_the_quick_start_runs_as_written(workspace, capsys, monkeypatch):
     assert "'score':" in out and "'token_str':" in out, out
     found = re.fullmatch(r"\[\{'label': '(\w+)', 'score': ([0-9.e-]+)\}\]\n", run_line(lines[5], workspace, capsys,
                                                                                           monkeypatch))
-    assert found and found.group(1) == label and abs(float(found.group(2)) - float(probability)) < 1e-4, found
+    assert found and found.group(1) == label and abs(float(found.group(2)) - float(probability)) < 5e-4, found

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from minibert import IGNORE_INDEX, BertForMaskedLM, BertForSequenceClassification, BertModel
 from minibert.unpad import RealTokens
 
-from conftest import assert_close, assert_same_loss_and_grads, perturb_, tiny_config
+from conftest import TINY_REORDER, assert_close, assert_same_loss_and_grads, perturb_, tiny_config
 
 
 def test_real_tokens_by_hand():
@@ -32,8 +32,9 @@ def test_unpad_gives_the_same_numbers_and_gradients(batch, use_sdpa):
     padded from 10 to 16 columns and row 1 has 6 real tokens, so N = 10 + 6 + 10 = 26 of 48
     positions are real. Against the padded reference path, in training mode with dropout 0:
     hidden states at real positions, the pooled output, the classification loss, the sparse
-    MLM loss and EVERY parameter's gradient agree (atol 1e-5: only the matmul shapes differ);
-    padding positions come back as exactly 0."""
+    MLM loss and EVERY parameter's gradient agree (only the matmul shapes differ, so the sums may run
+    in other orders: atol TINY_REORDER, conftest; measured <= 1e-6); padding positions come back as
+    exactly 0 (to_grid writes zeros there)."""
     ids, mask, types = (F.pad(t, (0, 6)) for t in batch)
     tokens = RealTokens.from_mask(mask)
     assert tokens.rows.numel() == 26 and tokens.T == 10
@@ -46,16 +47,16 @@ def test_unpad_gives_the_same_numbers_and_gradients(batch, use_sdpa):
         fast.load_state_dict(ref.state_dict())
         a, b = ref.bert(ids, mask, types), fast.bert(ids, mask, types)
         real = mask.bool()
-        assert_close(b.last_hidden_state[real], a.last_hidden_state[real], atol=1e-5, what="real positions")
+        assert_close(b.last_hidden_state[real], a.last_hidden_state[real], atol=TINY_REORDER, what="real positions")
         assert b.last_hidden_state[~real].abs().max() == 0
         if cls is BertForSequenceClassification:
-            assert_close(b.pooler_output, a.pooler_output, atol=1e-5, what="pooled")
+            assert_close(b.pooler_output, a.pooler_output, atol=TINY_REORDER, what="pooled")
             y = torch.tensor([0, 2, 1])
             lr, lf = ref(ids, mask, types, labels=y).loss, fast(ids, mask, types, labels=y).loss
         else:
             lr = ref(ids, mask, types, labels=labels, masked_only=True).loss
             lf = fast(ids, mask, types, labels=labels, masked_only=True).loss
-        assert_same_loss_and_grads(lf, lr, fast, ref, atol=1e-5)
+        assert_same_loss_and_grads(lf, lr, fast, ref, atol=TINY_REORDER)
 
 
 def test_the_fast_path_runs_only_where_it_can_help(batch, monkeypatch):

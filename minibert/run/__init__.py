@@ -14,7 +14,11 @@ stop a script with `die`.
 """
 
 import errno
+import os
 import sys
+import warnings
+
+from ..text import lines_of
 
 # what to do about a failed write, by its cause
 _WRITE_ADVICE = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (a disk quota is full)",
@@ -44,6 +48,41 @@ def first_line(error: BaseException, limit: int = 120) -> str:
     """An exception's message cut to its first line and `limit` characters, for a one-line note;
     empty for an exception raised without a message (torch.load's EOFError on an empty file)."""
     return (str(error).splitlines() or [""])[0][:limit]
+
+
+def input_lines(path: str | None, one: str) -> list[str]:
+    """The non-blank lines of UTF-8 text (a BOM dropped; split at line ends only, text.lines_of)
+    in the file `path`, or on standard input when `path` is None; a file or stream that cannot be
+    read (standard input closed: `<&-`) or is not UTF-8 stops the script in one line. `one`
+    names what a line holds, for that line ("sentence")."""
+    try:
+        if path is not None:
+            with open(path, "rb") as f:
+                raw = f.read()
+        elif sys.stdin is None:
+            raise OSError("it is closed")
+        else:
+            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        lines = lines_of(raw.decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError) as e:
+        die(f"cannot read {path or 'standard input'}: {getattr(e, 'strerror', None) or e}; "
+            f"give UTF-8 text, one {one} per line")
+    return [line for line in lines if line.strip()]
+
+
+def run_script(main, on_interrupt: str) -> None:
+    """Every script's entry: `main()`. Ctrl-C is one line and exit status 130 (`interrupted`,
+    saying `on_interrupt`); a reader that closes standard output early (`... | head -1`) ends the
+    script quietly with exit status 141, as a shell's SIGPIPE ends a command, not with a
+    BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too."""
+    warnings.formatwarning = lambda message, category, *_: f"warning: {message}\n"
+    try:
+        main()
+    except KeyboardInterrupt:
+        interrupted(on_interrupt)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit goes nowhere
+        sys.exit(141)
 
 
 def interrupted(what: str, say: bool = True):

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..checkpoint import weight_shapes
+from ..files import fresh_folder
 from ..lora import DEFAULT_TARGETS, add_lora, merge_lora
 from ..model import BertForClassification, BertForSequenceClassification, BertModel
 from .labelled import batches, scores
@@ -104,9 +105,11 @@ def export(model, path: str, tokenizer) -> None:
     `finetune.py predict` puts one back (recover_best, under the run's lock)."""
     plain = merge_lora(copy.deepcopy(model))
     tmp, old = f"{path}.tmp", f"{path}.old"
-    for leftover in (tmp, old):
-        shutil.rmtree(leftover, ignore_errors=True)
+    if os.path.islink(old):
+        os.remove(old)
+    shutil.rmtree(old, ignore_errors=True)
     try:
+        fresh_folder(tmp)
         plain.save_pretrained(tmp, tokenizer=tokenizer)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

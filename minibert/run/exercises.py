@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..text import plain_tokenizer
 from .classification import logits_of, set_trainable
 from .training import adamw
 
@@ -52,7 +53,7 @@ def word_vector(model, tokenizer, sentence: str, word: str, static: bool = False
     if start < 0:
         raise ValueError(f"{word!r} does not occur in {sentence!r}")
     end = start + len(word)
-    enc = tokenizer.encode(sentence)
+    enc = plain_tokenizer(tokenizer).encode(sentence)  # whole, unpadded, whatever tokenizer.json sets
     pieces = [i for i, (a, b) in enumerate(enc.offsets)
               if b > a and a < end and b > start and enc.special_tokens_mask[i] == 0]
     ids = torch.tensor([enc.ids])

@@ -12,7 +12,7 @@ import shutil
 
 import torch
 
-from ..files import open_no_link, parse_json, write_file
+from ..files import fresh_folder, open_no_link, parse_json, write_file
 from . import die
 
 try:
@@ -97,12 +97,13 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
 
 
 def enclosing_run(out: str) -> str | None:
-    """The nearest folder above `out` that is a run (its run.json says so), or None."""
-    here = os.path.abspath(out)
-    while os.path.dirname(here) != here:
-        here = os.path.dirname(here)
-        if os.path.isfile(os.path.join(here, RUN_FILE)) and run_kind(here) in KINDS:  # no listing of other folders
-            return here
+    """The nearest folder above `out` that is a run (its run.json says so), or None; looked for
+    along the path as written and along the one its links lead to (a link into a run's folder)."""
+    for here in dict.fromkeys((os.path.abspath(out), os.path.realpath(out))):
+        while os.path.dirname(here) != here:
+            here = os.path.dirname(here)
+            if os.path.isfile(os.path.join(here, RUN_FILE)) and run_kind(here) in KINDS:  # no listing of others
+                return here
     return None
 
 
@@ -137,6 +138,9 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         lock = os.fdopen(open_no_link(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     except OSError as e:
         die(f"cannot write to --out {out}: {e.filename or out} {e.strerror}; choose another --out")
+    if os.fstat(lock.fileno()).st_nlink > 1:  # the pid written below would land in the other file too
+        lock.close()
+        die(f"--out {out}: its {LOCK_FILE} is a hard link to another file; remove it, or choose another --out")
     if fcntl is not None:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -226,7 +230,7 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
     try:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fresh_folder(tmp)
         model.save_pretrained(tmp, tokenizer=tokenizer, metadata={"step": str(step)})
         buffer = io.BytesIO()
         torch.save(state, buffer)

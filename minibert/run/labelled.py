@@ -88,6 +88,9 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
     rows, start = [], reader.line_num + 1
     for r in reader:
         if any(c.strip() for c in r):
+            if [c.strip().lower() for c in r] == columns:
+                raise InputError(f"{path}:{start}: a header row ({','.join(r)!r}) after the first line; remove it "
+                                 "(were two files joined with their headers?)")
             row = {"text": r[t] if t < len(r) else None, "label": r[y] if y < len(r) else None}
             rows.append((start, _field(row, "text", path, start), _field(row, "label", path, start)))
         start = reader.line_num + 1
@@ -128,12 +131,20 @@ def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction
     """One labelled file cut into {"train", "valid", "test"} rows, stratified by label: each label's
     rows are shuffled with a generator seeded by `seed` (torch's CPU generator: the same order on
     every machine); of its n rows, round(n x valid_fraction), at least one, go to validation,
-    round(n x test_fraction), at least one, to test, the rest to training; each split keeps the file's order. Rows with the same text are
-    one unit, so that no sentence sits in two splits; a unit goes with the label of its first row.
-    A label too small to give each split a unit, or a file with one label, is refused (InputError)."""
+    round(n x test_fraction), at least one, to test, the rest to training; each split keeps the
+    file's order. Rows with the same text are one unit, so that no sentence sits in two splits. A
+    text with two labels, a label too small to give each split a unit, or a file with one label,
+    is refused (InputError)."""
     units: dict[str, list[int]] = {}      # text -> the numbers of its rows
     for i, (text, _) in enumerate(rows):
         units.setdefault(text, []).append(i)
+    torn = [(text, sorted({rows[i][1] for i in members})) for text, members in units.items()
+            if len({rows[i][1] for i in members}) > 1]
+    if torn:
+        (text, labels), n = torn[0], len(torn)
+        raise InputError(f"{path}: the text {text[:60]!r} has the labels {labels}"
+                         + (f" ({n} texts have more than one)" if n > 1 else "")
+                         + "; give each text one label, or give a folder with train, valid and test files")
     by_label: dict[str, list[str]] = {}   # label -> the texts of its units, in file order
     for text, members in units.items():
         by_label.setdefault(rows[members[0]][1], []).append(text)

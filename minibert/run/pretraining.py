@@ -312,8 +312,8 @@ def check_resume(run: Run, ckpt: str, state: dict, model, saved_tokenizer) -> No
 def check_training_state(state: dict, model, device) -> None:
     """Raise if a checkpoint's training state cannot be restored into `model`: it is loaded into
     a throwaway optimizer, schedule and generators first, so a bad one (a wrong type, a missing
-    key, a generator state of another size) is skipped like a damaged file, and nothing the run
-    uses is changed."""
+    key, a generator state of another size, moments that are not finite) is skipped like a damaged
+    file, and nothing the run uses is changed."""
     if type(state["step"]) is not int or state["step"] < 0:
         raise ValueError(f"step {state['step']!r} is not a step number")
     if not isinstance(state["args"], dict):
@@ -327,6 +327,8 @@ def check_training_state(state: dict, model, device) -> None:
         for value in optimizer.state[p].values():
             if torch.is_tensor(value) and value.dim() and value.shape != p.shape:
                 raise ValueError(f"an optimizer state of shape {tuple(value.shape)} for a parameter of {tuple(p.shape)}")
+            if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all():
+                raise ValueError("an optimizer state (AdamW's moments) that is not finite")
     torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0).load_state_dict(dict(state["scheduler"]))
     torch.Generator(device=device).set_state(state["masker_rng"])
     torch.Generator().set_state(state["torch_rng"])

@@ -1,0 +1,306 @@
+"""New variants of the reliability causes, as a hostile user tried them: each through the real
+command (or the one function every command goes through), each the right result, or one line and
+a non-zero exit with nothing outside the run changed. The runs are test_refusals.py's tiny ones."""
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+import attention
+import finetune
+import plot_metrics
+import probe
+import train_mlm
+from minibert import BertConfig, BertForMaskedLM, BertModel, load_tokenizer
+from minibert.checkpoint import CheckpointError, NotFiniteError, to_hf_name
+from minibert.run import run_script
+from minibert.run.classification import export
+from minibert.run.exercises import word_vector
+from minibert.run.folders import LOCK_FILE, save_checkpoint
+from minibert.text import train_wordpiece
+
+from conftest import refusal, tiny_config
+from test_faults import pretrain_args
+from test_finetune import run as finetune_run
+from test_polysemy import run_folder, stand_in  # noqa: F401 (fixtures)
+from test_refusals import base, copy, snapshot  # noqa: F401 (base: the fixture of tiny runs)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def script(*argv, stdin: str | None = None, close_stdin: bool = False, head: int | None = None):
+    """(exit status, standard output, standard error) of `python argv...` in a process of its own;
+    `head`: the reader closes standard output after that many lines, as `| head -N` does."""
+    proc = subprocess.Popen([sys.executable, *argv], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, pass_fds=(),
+                            preexec_fn=(lambda: os.close(0)) if close_stdin else None)
+    if head is None:
+        out, err = proc.communicate(stdin, timeout=300)
+        return proc.returncode, out, err
+    proc.stdin.write(stdin or "")
+    proc.stdin.close()
+    lines = [proc.stdout.readline() for _ in range(head)]
+    proc.stdout.close()
+    err = proc.stderr.read()
+    return proc.wait(timeout=300), "".join(lines), err
+
+
+# ---- a reader that leaves, a stream that is closed -----------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["fill_mask", "predict"])
+def test_a_reader_that_closes_standard_output_ends_the_command_quietly(base, command):
+    """`... | head -1` on 3,000 lines: the first answer is read, then the reader leaves. The
+    command stops with exit status 141 (as a shell's SIGPIPE ends one) and says nothing: no
+    BrokenPipeError traceback, no logging error."""
+    argv = (["fill_mask.py", "--checkpoint", str(base / "pre")] if command == "fill_mask" else
+            ["finetune.py", "predict", "--model", str(base / "cls")])
+    code, out, err = script(*argv, stdin="a good [MASK] .\n" * 3000, head=1)
+    assert (code, err) == (141, ""), err[-2000:]
+    assert out.strip()
+
+
+def test_predict_with_standard_input_closed_is_one_line(base):
+    """`finetune.py predict --model RUN <&-`: one line, as fill_mask.py says it."""
+    code, out, err = script("finetune.py", "predict", "--model", str(base / "cls"), close_stdin=True)
+    assert code == 1 and err == "error: cannot read standard input: it is closed; give UTF-8 text, one sentence per " \
+                                "line\n", err
+
+
+def test_a_warning_is_one_line():
+    """Every script runs through run_script, which writes a warning (an unknown config.json key)
+    as one line, not Python's two (the message, then the source line that warned)."""
+    code = ("from minibert import BertConfig\nfrom minibert.run import run_script\n"
+            "run_script(lambda: BertConfig.from_dict({'flash_magic': True}), '')\n")
+    assert script("-c", code) == (0, "", "warning: BertConfig: ignoring unknown config keys ['flash_magic']\n")
+
+
+# ---- labelled files: labels and rows that would bend the output -------------------------------
+
+
+def test_a_label_with_a_tab_or_a_line_end_is_one_cell_of_predicts_output(base, tmp_path):
+    """A model whose labels hold a tab and a line end (from a .jsonl or a quoted .csv): predict
+    writes them as escapes, one line of three tab-separated cells per sentence."""
+    model = copy(base, "cls", tmp_path) / "best"
+    config = json.loads((model / "config.json").read_text())
+    config["id2label"] = {"0": "food\tdrink", "1": "sports\nnews"}
+    (model / "config.json").write_text(json.dumps(config))
+    code, out, err = script("finetune.py", "predict", "--model", str(model), stdin="a good film\na bad film\n")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 2 and all(len(line.split("\t")) == 3 for line in lines), out
+    assert {line.split("\t")[0] for line in lines} <= {"food\\tdrink", "sports\\nnews"}
+
+
+@pytest.mark.parametrize("case", ["header-again", "two-labels"])
+def test_a_labelled_file_that_would_train_a_wrong_class_is_refused(setup, tmp_path, case):
+    """A .csv whose header row comes again mid-file (two files joined) would add a class named
+    "label"; a text given two labels would put a label in training and test but never in
+    validation. Both refused in one line naming the cause; no run folder is made."""
+    rows = [f"a {w} film number {i},{'pos' if w == 'good' else 'neg'}" for i in range(30) for w in ("good", "bad")]
+    if case == "header-again":
+        rows.insert(20, "text,label")
+        pattern = r"data.csv:22: a header row \('text,label'\) after the first line"
+    else:
+        rows.append("a good film number 3,neg")
+        pattern = r"the text 'a good film number 3' has the labels \['neg', 'pos'\]; give each text one label"
+    (tmp_path / "data.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
+    with refusal(pattern):
+        finetune_run(setup, tmp_path / "run", "--data", str(tmp_path / "data.csv"))
+    assert not (tmp_path / "run").exists()
+
+
+# ---- a tokenizer that does not belong, or is set to cut ---------------------------------------
+
+
+def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp_path):
+    """As many tokens as the vocabulary, but one of them given an id past it (a transformers
+    checkpoint: no digest of its tokenizer in config.json): fill-mask refuses in one line instead
+    of a traceback from the embedding lookup."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(base / "pre" / "checkpoints" / "step-000002", ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    config.pop("tokenizer_sha256", None)
+    (ckpt / "config.json").write_text(json.dumps(config))
+    tok = json.loads((ckpt / "tokenizer.json").read_text())
+    tok["model"]["vocab"]["the"] = config["vocab_size"] + 50
+    (ckpt / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(CheckpointError, match=rf"gives 'the' the id {config['vocab_size'] + 50}, past its model's "):
+        load_tokenizer(ckpt)
+    code, out, err = script("fill_mask.py", "--checkpoint", str(ckpt), "the [MASK] .")
+    assert code == 1 and err.count("\n") == 1 and "past its model's vocabulary" in err, err
+
+
+def test_a_tokenizer_set_to_truncate_or_pad_does_not_change_a_word_vector(setup):
+    """A tokenizer.json saved with truncation at 4 tokens and padding to 100 (more than the
+    model's positions): polysemy's word vectors are those of the plain tokenizer, not NaN (the
+    word cut off) and not a position past the model's."""
+    model = BertModel.from_pretrained(setup / "ckpt").eval()
+    tok = load_tokenizer(setup / "ckpt")
+    odd = Tokenizer.from_str(tok.to_str())
+    odd.enable_truncation(4)
+    odd.enable_padding(length=100)
+    sentence = "the film was great and the actors were fine"
+    assert torch.equal(word_vector(model, odd, sentence, "actors"), word_vector(model, tok, sentence, "actors"))
+
+
+# ---- writers: links and hard links planted where a run writes -----------------------------------
+
+
+def test_a_link_planted_at_an_exports_temporary_folder_is_not_followed(base, tmp_path):
+    """best.tmp, the folder export writes before renaming it to best/, planted as a link to a
+    folder elsewhere: the link is removed, the model is written into a real best/, the folder it
+    pointed to stays empty."""
+    out = copy(base, "cls", tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (out / "best.tmp").symlink_to(victim)
+    model = finetune.load_model(str(out / "best"))
+    export(model, str(out / "best"), load_tokenizer(out / "best"))
+    assert list(victim.iterdir()) == [] and not (out / "best").is_symlink() and (out / "best" / "config.json").is_file()
+
+
+def test_a_link_planted_at_a_checkpoints_temporary_folder_is_not_followed(base, tmp_path):
+    """checkpoints/.step-000003.tmp planted as a link while the run trains (a resume refuses a
+    folder that holds a link before it starts): the checkpoint of step 3 is a real folder, the
+    folder the link pointed to stays empty."""
+    out = copy(base, "pre", tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (out / "checkpoints" / ".step-000003.tmp").symlink_to(victim)
+    ckpt = out / "checkpoints" / "step-000002"
+    state = torch.load(ckpt / "training_state.pt", weights_only=True)
+    save_checkpoint(str(out), 3, BertForMaskedLM.from_pretrained(ckpt), load_tokenizer(ckpt), state, keep=5)
+    step = out / "checkpoints" / "step-000003"
+    assert list(victim.iterdir()) == [] and step.is_dir() and not step.is_symlink()
+
+
+def test_a_lock_file_that_is_a_hard_link_is_refused(base, corpus, tmp_path):
+    """A run's .lock hard-linked to a file elsewhere: the pid written into it would overwrite
+    that file. --resume refuses in one line; nothing changes."""
+    out = copy(base, "pre", tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    os.link(victim, out / LOCK_FILE)
+    before = snapshot(tmp_path)
+    with refusal(r"its \.lock is a hard link to another file; remove it"):
+        train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
+    assert snapshot(tmp_path) == before
+
+
+# ---- weights and states that are not what they seem -------------------------------------------
+
+
+def test_a_training_state_whose_moments_are_not_finite_is_skipped_as_damaged(base, corpus, tmp_path, capsys):
+    """A NaN in AdamW's second moment of the newest checkpoint (step 2): the resume would train
+    and stop with "the training loss became nan". It is skipped with a note naming it, and the
+    run resumes from step 1."""
+    out = copy(base, "pre", tmp_path)
+    path = out / "checkpoints" / "step-000002" / "training_state.pt"
+    state = torch.load(path, weights_only=True)
+    next(iter(state["optimizer"]["state"].values()))["exp_avg_sq"].view(-1)[0] = float("nan")
+    torch.save(state, path)
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3", "--keep", "5"))
+    err = capsys.readouterr().err
+    assert "step-000002 is damaged (ValueError: an optimizer state (AdamW's moments) that is not finite)" in err, err
+    assert (out / "checkpoints" / "step-000003").is_dir()
+
+
+def test_a_nan_in_tied_weights_is_named_as_not_finite_not_as_untied(tmp_path):
+    """A pytorch_model.bin whose word embeddings hold a NaN, its decoder the same tensor (tied, as
+    transformers saves them): the refusal names the tensor that is not finite; NaN != NaN must not
+    make the two look untied."""
+    src = BertForMaskedLM(tiny_config())
+    state = {to_hf_name(k): v for k, v in src.state_dict().items()}
+    state["bert.embeddings.word_embeddings.weight"][3, 5] = float("nan")
+    state["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"].clone()
+    src.config.save(tmp_path / "config.json")
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    with pytest.raises(NotFiniteError, match="bert.embeddings.word_embeddings.weight"):
+        BertForMaskedLM.from_pretrained(tmp_path)
+
+
+# ---- figures from values they cannot draw -------------------------------------------------------
+
+
+def test_plot_metrics_skips_values_too_large_to_draw(tmp_path, capsys):
+    """A loss of 1e308 and a rate of 1e308 beside ordinary records (a hand-edited or damaged
+    metrics file): those values are skipped, the rest is drawn, no traceback."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text(
+        '{"step": 1, "train_loss": 1e308}\n{"step": 2, "train_loss": -1e308, "lr": 1e308}\n'
+        '{"step": 3, "train_loss": 2.0, "lr": 0.001}\n')
+    plot_metrics.main([str(tmp_path / "run" / "metrics.jsonl"), "--out", str(tmp_path / "run" / "loss.png")])
+    assert (tmp_path / "run" / "loss.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_probes_rewritten_without_a_plot_leave_no_old_plot(tmp_path):
+    """probe.py --run writes probes_vs_step.png; --checkpoint into the same --out afterwards
+    writes none, so the old plot (of other numbers) goes."""
+    out = tmp_path / "probes"
+    probe.write(str(out), {"models": []}, "report\n", b"\x89PNG old plot")
+    assert (out / probe.PLOT).exists()
+    probe.write(str(out), {"models": []}, "report\n")
+    assert not (out / probe.PLOT).exists() and (out / "report.md").read_text() == "report\n"
+
+
+def test_attention_on_a_model_with_one_segment(tmp_path):
+    """type_vocab_size 1 (a valid BERT config): both segments get id 0, the picture is drawn."""
+    tok = train_wordpiece(["the cat sat on the mat", "a dog ran in the park"], vocab_size=60)
+    torch.manual_seed(0)
+    BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size(), type_vocab_size=1)).save_pretrained(
+        tmp_path / "one", tokenizer=tok)
+    attention.main(["--checkpoint", str(tmp_path / "one"), "--text", "the cat sat", "--next", "a dog ran",
+                    "--out", str(tmp_path / "a.png")])
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_predict_on_a_run_still_in_its_first_epoch_says_so(base, tmp_path):
+    """A fine-tuning run another process holds, with no best/ yet: predict says the run is still
+    fine-tuning, not that an --out (which predict does not have) is in use."""
+    import fcntl
+    out = copy(base, "cls", tmp_path)
+    shutil.rmtree(out / "best")
+    with open(out / LOCK_FILE, "w") as held:
+        held.write("4242\n")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        code, _, err = script("finetune.py", "predict", "--model", str(out), stdin="a good film\n")
+    assert code == 1 and err == f"error: {out} is still fine-tuning (pid 4242) and has no best/ model yet; predict " \
+                                "once its first epoch is done\n", err
+
+
+def test_polysemy_under_a_file_size_limit_is_one_line(stand_in, run_folder, monkeypatch, tmp_path):
+    """The heat map's write fails as under `ulimit -f` (EFBIG): one line naming the limit, no
+    traceback."""
+    import polysemy
+
+    def too_large(path, data):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), f"{path}.tmp1")
+    monkeypatch.setattr(polysemy, "write_file", too_large)
+    with refusal(r"heatmap-minilm-en.png: .*File too large; a file-size limit \(ulimit -f\) stopped the write"):
+        polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(run_folder), "--zh-checkpoint",
+                       str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
+
+
+def test_the_probes_plot_skips_an_agreement_source_with_no_item():
+    """probe.py --run on a text in which one source of agreement items has none (its accuracy
+    None): the plot is drawn without that curve instead of a TypeError after all the probing."""
+    from types import SimpleNamespace
+    sources = list(probe.SOURCES)
+    agreement = {s: ({"acc": None, "balanced": None, "n": 0} if i == 0 else {"acc": 0.7, "balanced": 0.6, "n": 10})
+                 for i, s in enumerate(sources)}
+    base = {"ngram": {"unigram": {"loss": 6.0}, "bigram": {"loss": 5.0}}, "agreement": agreement}
+    frozen = {p: {"40": {"test_acc": 0.6}} for p in ("cls", "mean")}
+    rows = [{"step": s, "masked": {"loss": 5.0 - s / 10}, "agreement": agreement, "frozen": frozen} for s in (0, 10)]
+    prober = SimpleNamespace(baselines={"en": base}, subsets={"40": list(range(40))})
+    png = probe.plot_run(rows, prober, {"40": {"bow": {"test_acc": 0.55}}}, "run")
+    assert png[:4] == b"\x89PNG"
