@@ -56,13 +56,16 @@ def script(*argv, stdin: str | None = None, close_stdin: bool = False, head: int
 # ---- a reader that leaves, a stream that is closed -----------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["fill_mask", "predict"])
-def test_a_reader_that_closes_standard_output_ends_the_command_quietly(base, command):
-    """`... | head -1` on 3,000 lines: the first answer is read, then the reader leaves. The
-    command stops with exit status 141 (as a shell's SIGPIPE ends one) and says nothing: no
-    BrokenPipeError traceback, no logging error."""
-    argv = (["fill_mask.py", "--checkpoint", str(base / "pre")] if command == "fill_mask" else
-            ["finetune.py", "predict", "--model", str(base / "cls")])
+@pytest.mark.parametrize("command", ["fill_mask", "predict", "finetune"])
+def test_a_reader_that_closes_standard_output_ends_the_command_quietly(base, setup, tmp_path, command):
+    """`... | head -1`: the first line is read, then the reader leaves (fill-mask and predict on
+    3,000 lines; a fine-tuning run, whose info lines go through logging). The command stops with
+    exit status 141 (as a shell's SIGPIPE ends one) and says nothing: no BrokenPipeError
+    traceback, no logging error."""
+    argv = {"fill_mask": ["fill_mask.py", "--checkpoint", str(base / "pre")],
+            "predict": ["finetune.py", "predict", "--model", str(base / "cls")],
+            "finetune": ["finetune.py", "--checkpoint", str(setup / "ckpt"), "--data", str(setup / "data"),
+                         "--out", str(tmp_path / "run"), "--epochs", "3", "--no-progress"]}[command]
     code, out, err = script(*argv, stdin="a good [MASK] .\n" * 3000, head=1)
     assert (code, err) == (141, ""), err[-2000:]
     assert out.strip()

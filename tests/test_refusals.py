@@ -796,6 +796,9 @@ def test_weights_that_are_not_finite_are_refused_before_any_folder_is_made(comma
     (["probe.py"], "nothing is half-written; run the same command again"),
     (["exercise.py"], "nothing was written"),
     (["train_mlm.py"], "nothing is half-written; --resume continues from the last checkpoint, if there is one"),
+    (["attention.py"], "nothing was written"),
+    (["data/prepare.py"], "nothing is half-written; run the same command again"),
+    (["experiments/compare.py"], "nothing is half-written; run the same command again"),
 ])
 def test_ctrl_c_is_one_line_and_exit_status_130(argv, said):
     """Ctrl-C (KeyboardInterrupt, raised here as the command reads its flags) in each script, in a
