@@ -422,11 +422,20 @@ def parse_args(argv=None):
     return args
 
 
+class ToStandardOutput(logging.StreamHandler):
+    """The info lines' handler: standard output closed by its reader (`| head`) ends the script
+    quietly (run_script), instead of logging's own report of the error on every line."""
+
+    def handleError(self, record):
+        if isinstance(sys.exc_info()[1], BrokenPipeError):
+            raise sys.exc_info()[1]
+        super().handleError(record)
+
+
 def main(argv=None):
     # minibert's info lines (e.g. a head swapped) are part of the report, on standard output: standard
     # error holds only a refusal, one line, even when it comes after the model has loaded
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    logging.raiseExceptions = False  # standard output closed (`| head`): the next print ends the run, quietly
+    logging.basicConfig(level=logging.INFO, format="%(message)s", handlers=[ToStandardOutput(sys.stdout)])
     args = parse_args(argv)
     return train(args) if args.command == "train" else predict(args)
 

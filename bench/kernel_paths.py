@@ -6,10 +6,11 @@
 CI runs the suite on one CPU, but a float32 result depends on the order a kernel sums in, and that
 order changes with the CPU's vector width (AVX-512, AVX2, none), with the BLAS library's code path
 and with the number of threads. This command runs pytest once per variant, each in its own process
-with the environment below, and writes a table: tests failed, how many hand-checked comparisons
-(`assert_close` in tests/conftest.py, which logs every comparison when MINIBERT_TOLERANCE_LOG is
-set) moved from the native run, the largest move, and the largest share of its tolerance any
-comparison used (1.0 = at the tolerance). Not a benchmark of speed: the times only say how long
+with the environment below, and writes a table: tests failed, how many checked comparisons
+(`assert_close` in tests/conftest.py, which logs each one's largest difference when
+MINIBERT_TOLERANCE_LOG is set) found another largest difference than in the native run, the
+largest such change, and the largest share of its tolerance any comparison used (1.0 = at the
+tolerance). Not a benchmark of speed: the times only say how long
 each run took. docs/testing.md explains the tolerances.
 """
 
@@ -44,6 +45,8 @@ def run_variant(name: str, out: Path, pytest_args: list[str]) -> dict:
     start = time.time()
     code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                             f"--junitxml={junit}", *pytest_args], env=env)
+    if not junit.exists():
+        sys.exit(f"pytest wrote no {junit} for {name} (exit status {code}): see its output above")
     cases = ET.parse(junit).getroot().iter("testcase")
     failed = sorted(f"{c.get('classname')}::{c.get('name')}" for c in cases
                     if c.find("failure") is not None or c.find("error") is not None)

@@ -177,9 +177,10 @@ class BertConfig:
             raise ValueError(f"a config must be a JSON object {{field: value}}, got a {type(d).__name__}")
         if d.get("model_type", "bert") != "bert":
             raise ValueError(f"the config describes a {d['model_type']!r} model, not a BERT")
-        others = [a for a in d.get("architectures") or [] if not (isinstance(a, str) and a.startswith("Bert"))]
-        if isinstance(d.get("architectures"), list) and others:  # a model_type left out: the class names it
-            raise ValueError(f"the config describes a {others[0]!r} model, not a BERT")
+        if "model_type" not in d and isinstance(d.get("architectures"), list):  # then the class names the family
+            others = [a for a in d["architectures"] if isinstance(a, str) and not a.startswith("Bert")]
+            if others:
+                raise ValueError(f"the config describes a {others[0]!r} model, not a BERT")
         for key, (allowed, meaning) in _HF_MATH_KEYS.items():
             value = d.get(key)
             if key in d and (not isinstance(value, (bool, str, type(None))) or value not in allowed):

@@ -45,9 +45,11 @@ def write_file(path: str, data) -> None:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+        if isinstance(e, OSError) and e.filename == tmp:  # name the file the caller asked for
+            raise OSError(e.errno, e.strerror, path) from None
         raise
 
 

@@ -191,8 +191,11 @@ def setup(tmp_path_factory):
 # repository that asked for it is the project's own (a script, minibert/, data/, experiments/, bench/;
 # not a test) and the file lies in the tests' temporary folders or the repository, it must be
 # minibert.files' work: write_file's temporary name (NAME.tmp<pid>, renamed over NAME once whole) or
-# a file opened with O_NOFOLLOW (append_line's logs, a run's lock). Anything else is a stray write
-# (a file half-written on a crash, or written through a planted link), and fails the test that ran it.
+# a file opened with O_NOFOLLOW (minibert.files.open_no_link: append_line's logs, a run's lock). Anything
+# else is a stray write (a file half-written on a crash, or written through a planted link), and fails the
+# test that ran it. Not seen: writes of C extensions (torch.save or a tokenizer's save given a path; the
+# project gives torch.save a buffer and writes tokenizer.json itself), commands run in a process of their
+# own, and what module-wide fixtures write before a test starts.
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, "tests") + os.sep
@@ -221,7 +224,7 @@ def _watch_writes(event: str, args: tuple) -> None:
     if not flags & WRITING or flags & NOFOLLOW or TEMPORARY.search(os.path.basename(path)):
         return
     path = os.path.abspath(path)
-    if path.startswith(tuple(watched_roots)):
+    if path.startswith(tuple(watched_roots)) and not path.startswith(VENV) and "__pycache__" not in path:
         caller = _project_caller(sys._getframe(1))
         if caller:
             stray_writes.append(f"{caller} opened {path} for writing")

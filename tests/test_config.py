@@ -112,14 +112,16 @@ def test_unknown_keys_are_ignored_with_one_warning(tmp_path):
 
 def test_not_a_bert_config_is_refused(tmp_path):
     """By its model_type, or without one by its architectures (a RoBERTa config whose model_type
-    was removed); BERT's own classes, and minibert's BertForClassification, load."""
+    was removed); BERT's own classes, minibert's BertForClassification, a user's own class beside
+    model_type "bert", and an architectures that is no list, load."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(ValueError, match="gpt2"):
         BertConfig.load(tmp_path)
     with pytest.raises(ValueError, match="describes a 'RobertaForMaskedLM' model, not a BERT"):
         BertConfig.from_dict({"architectures": ["RobertaForMaskedLM"]})
-    for names in (["BertForMaskedLM"], ["BertForClassification"], [], None):
+    for names in (["BertForMaskedLM"], ["BertForClassification"], [], None, 1, ["BertModel", None]):
         BertConfig.from_dict({"architectures": names})
+    BertConfig.from_dict({"model_type": "bert", "architectures": ["MyEncoder"]})
     with pytest.raises(FileNotFoundError, match="config.json"):
         BertConfig.load(tmp_path / "nowhere")
 
@@ -154,8 +156,8 @@ def test_each_bookkeeping_key_changes_nothing_in_transformers_either(key, tmp_pa
     """Each key minibert reads silently, written with an unusual value into a checkpoint's
     config.json: transformers loads it and gives logits bit-identical to the same weights without
     it (the same code on the same weights: bit for bit), and minibert loads it without a warning
-    and agrees with transformers to the parity tolerance (TINY_REORDER, conftest, as in
-    tests/test_parity_hf.py; this model, 1 layer of C = 16 and I = 20, has fewer and shorter sums):
+    and agrees with transformers within conftest's worst-case bound TINY_REORDER (this model, 1 layer
+    of C = 16 and I = 20, has fewer and shorter sums than the bound counts):
     reading it as bookkeeping loses nothing."""
     import torch
     import transformers

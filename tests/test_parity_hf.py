@@ -1,11 +1,12 @@
 """Parity with HuggingFace transformers, offline: tiny random HF models are built here,
 saved, loaded into minibert (and the reverse), and compared on outputs, loss and the
 gradient of every parameter, fp32. The two codes compute the same function in other orders (e.g.
-q.k x D^-0.5 there, / sqrt D here): about 20 chained sums of at most 37 terms of size <= 4.
-Rounding errors of either sign grow as sqrt(n): 20 x sqrt(37) x 6.0e-8 x 4 = 2.9e-6, hence atol
-1e-5, the parity minibert promises; measured <= 8e-7. (The worst case, every rounding of one sign,
-would be conftest's TINY_REORDER, 1.8e-4; it has never been seen.) A wrong weight name, transpose,
-mask or head moves some output or gradient by 0.1 or more."""
+q.k x D^-0.5 there, / sqrt D here): about 20 chained sums of at most 37 terms of size <= 4, 740
+roundings. Roundings of either sign, independent, add up as the square root of their number:
+sqrt(740) x 6.0e-8 x 4 = 6.5e-6, hence atol 1e-5, the parity minibert promises; measured <= 8e-7.
+(Every rounding falling the same way would give 740 x 6.0e-8 x 4 = 1.8e-4, the bound conftest's
+TINY_REORDER rounds up to 1e-3 for the other comparisons; it has never been seen.) A wrong weight
+name, transpose, mask or head moves some output or gradient by 0.1 or more."""
 
 import pytest
 import torch

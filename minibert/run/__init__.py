@@ -13,6 +13,7 @@ stop a script with `die`.
 - report: markdown tables, and matplotlib figures drawn in memory for the one atomic writer.
 """
 
+import contextlib
 import errno
 import os
 import sys
@@ -75,13 +76,15 @@ def run_script(main, on_interrupt: str) -> None:
     saying `on_interrupt`); a reader that closes standard output early (`... | head -1`) ends the
     script quietly with exit status 141, as a shell's SIGPIPE ends a command, not with a
     BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too."""
-    warnings.formatwarning = lambda message, category, *_: f"warning: {message}\n"
+    warnings.formatwarning = lambda message, category, *_: "warning: " + "; ".join(str(message).splitlines()) + "\n"
     try:
         main()
     except KeyboardInterrupt:
         interrupted(on_interrupt)
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit goes nowhere
+        if sys.stdout is not None:  # Python's flush of standard output at exit goes nowhere
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
 
 

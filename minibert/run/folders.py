@@ -133,14 +133,14 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     held is removed, so nothing of an old run is mixed in. Returns the open lock file: keep it
     for the life of the run."""
     found = check_run_folder(out, kind, resume, overwrite, inputs)
+    path = os.path.join(out, LOCK_FILE)
     try:
         os.makedirs(out, exist_ok=True)
-        lock = os.fdopen(open_no_link(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
+        if os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_nlink > 1:
+            os.remove(path)  # a hard link (a copy made with cp -al): the pid written below would land in the other file
+        lock = os.fdopen(open_no_link(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     except OSError as e:
         die(f"cannot write to --out {out}: {e.filename or out} {e.strerror}; choose another --out")
-    if os.fstat(lock.fileno()).st_nlink > 1:  # the pid written below would land in the other file too
-        lock.close()
-        die(f"--out {out}: its {LOCK_FILE} is a hard link to another file; remove it, or choose another --out")
     if fcntl is not None:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

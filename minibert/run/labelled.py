@@ -132,22 +132,22 @@ def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction
     rows are shuffled with a generator seeded by `seed` (torch's CPU generator: the same order on
     every machine); of its n rows, round(n x valid_fraction), at least one, go to validation,
     round(n x test_fraction), at least one, to test, the rest to training; each split keeps the
-    file's order. Rows with the same text are one unit, so that no sentence sits in two splits. A
-    text with two labels, a label too small to give each split a unit, or a file with one label,
-    is refused (InputError)."""
+    file's order. Rows with the same text are one unit, so that no sentence sits in two splits; a
+    unit goes with the label of its first row. A label left with no unit of its own (given only to
+    texts that first have another), a label too small to give each split a unit, or a file with
+    one label, is refused (InputError)."""
     units: dict[str, list[int]] = {}      # text -> the numbers of its rows
     for i, (text, _) in enumerate(rows):
         units.setdefault(text, []).append(i)
-    torn = [(text, sorted({rows[i][1] for i in members})) for text, members in units.items()
-            if len({rows[i][1] for i in members}) > 1]
-    if torn:
-        (text, labels), n = torn[0], len(torn)
-        raise InputError(f"{path}: the text {text[:60]!r} has the labels {labels}"
-                         + (f" ({n} texts have more than one)" if n > 1 else "")
-                         + "; give each text one label, or give a folder with train, valid and test files")
     by_label: dict[str, list[str]] = {}   # label -> the texts of its units, in file order
     for text, members in units.items():
         by_label.setdefault(rows[members[0]][1], []).append(text)
+    lost = sorted({label for _, label in rows} - set(by_label))  # only on texts whose first row says another
+    if lost:
+        text = next(text for text, label in rows if label == lost[0])
+        raise InputError(f"{path}: the label {lost[0]!r} is given only to texts that first have another label (such as "
+                         f"{text[:60]!r}), so it could not be held out for validation and test; give each text one "
+                         "label, or give a folder with train, valid and test files")
     if len(by_label) < 2:
         raise InputError(f"{path} has a single label {sorted(by_label)}; classification needs at least two")
     chosen = {"train": [], "valid": [], "test": []}  # split -> row numbers
