@@ -320,3 +320,22 @@ def test_the_probes_plot_skips_an_agreement_source_with_no_item():
     prober = SimpleNamespace(baselines={"en": baseline}, subsets={"40": list(range(40))})
     png = probe.plot_run(rows, prober, {"40": {"bow": {"test_acc": 0.55}}}, "run")
     assert png[:4] == b"\x89PNG"
+
+
+def test_a_study_whose_results_cannot_be_written_is_one_line(monkeypatch, tmp_path):
+    """experiments.compare under a file-size limit: the study has run (here a stand-in returns
+    one row at once: a real study takes minutes), then writing its results fails with EFBIG. One
+    line naming the limit and that the numbers are lost, no traceback."""
+    from types import SimpleNamespace
+
+    from experiments import compare
+    task = SimpleNamespace(train=SimpleNamespace(texts=["a"] * 4), valid=SimpleNamespace(texts=["a"] * 2),
+                           test=SimpleNamespace(texts=["a"] * 2))
+    monkeypatch.setattr(compare, "load_task_and_encoders", lambda args, s, out: (task, []))
+    monkeypatch.setitem(compare.STUDIES, "methods", lambda *args: ([{"row": 1}], []))
+
+    def too_large(path, obj):
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), path)
+    monkeypatch.setattr(compare, "write_json", too_large)
+    with refusal(r"File too large; a file-size limit \(ulimit -f\) stopped the write"):
+        compare.main(["methods", "--out", str(tmp_path / "out")])
