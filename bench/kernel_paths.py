@@ -47,10 +47,10 @@ def run_variant(name: str, out: Path, pytest_args: list[str]) -> dict:
                             f"--junitxml={junit}", *pytest_args], env=env)
     if not junit.exists():
         sys.exit(f"pytest wrote no {junit} for {name} (exit status {code}): see its output above")
-    cases = ET.parse(junit).getroot().iter("testcase")
-    failed = sorted(f"{c.get('classname')}::{c.get('name')}" for c in cases
+    root = ET.parse(junit).getroot()
+    failed = sorted(f"{c.get('classname')}::{c.get('name')}" for c in root.iter("testcase")
                     if c.find("failure") is not None or c.find("error") is not None)
-    tests = int(ET.parse(junit).getroot().find("testsuite").get("tests"))
+    tests = int(root.find("testsuite").get("tests"))
     return {"variant": name, "exit": code, "tests": tests, "failed": failed,
             "minutes": round((time.time() - start) / 60, 1)}
 
