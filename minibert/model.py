@@ -444,7 +444,8 @@ class BertForSequenceClassification(BertPreTrainedModel):
 
 
 class BertForClassification(BertPreTrainedModel):
-    """The exercise's head (S6): [CLS] vector -> one Linear -> cross-entropy. No pooler used.
+    """The exercise's head (S6): [CLS] vector -> one Linear -> cross-entropy. No pooler: the
+    backbone's is removed, so it is neither counted, trained nor saved.
 
     For hidden 768 and 2 labels the head has 768 * 2 + 2 = 1538 parameters (S7). Saved in
     minibert's layout (architectures = ["BertForClassification"]): `transformers` has no
@@ -458,6 +459,7 @@ class BertForClassification(BertPreTrainedModel):
         if num_labels < 2:
             raise ValueError(f"num_labels must be at least 2, got {num_labels}")
         self.bert = bert_backbone
+        self.bert.pooler = None  # [CLS] goes straight to the classifier
         hidden_size = self.bert.config.hidden_size
         self.classifier = nn.Linear(hidden_size, num_labels)
         init_weights(self.classifier, self.bert.config.initializer_range)
@@ -471,7 +473,7 @@ class BertForClassification(BertPreTrainedModel):
 
     @classmethod
     def _from_config(cls, config: BertConfig):
-        return cls(BertModel(config), len(config.id2label) if config.id2label else 2)
+        return cls(BertModel(config, add_pooling_layer=False), len(config.id2label) if config.id2label else 2)
 
     def forward(self, input_ids, attention_mask=None, labels=None, *, token_type_ids=None):
         outputs = self.bert(input_ids=input_ids, attention_mask=attention_mask,

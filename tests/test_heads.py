@@ -188,7 +188,8 @@ def test_s6_exercise_head_uses_cls_and_one_linear(batch):
     """S6, observed on the model's own tensors: the classifier's input is the [CLS] row
     last_hidden_state[:, 0, :] of the backbone's output (not the pooler's output), and the
     returned logits are that one Linear's output (torch.equal: the hooks saw these very values).
-    Without labels it returns the logits alone."""
+    The backbone's pooler is removed (never computed, trained or saved). Without labels it
+    returns the logits alone."""
     ids, mask, _ = batch
     backbone = perturb_(BertModel(tiny_config()))
     model = BertForClassification(backbone, num_labels=2).eval()
@@ -199,7 +200,7 @@ def test_s6_exercise_head_uses_cls_and_one_linear(batch):
     (classifier_in,), classifier_out = seen["classifier"]
     assert torch.is_tensor(logits) and logits.shape == (3, 2)
     assert torch.equal(classifier_in, encoded.last_hidden_state[:, 0, :])  # (B, C)
-    assert (classifier_in - encoded.pooler_output).abs().max() > 1e-3  # the pooler is not used
+    assert backbone.pooler is None and encoded.pooler_output is None  # no pooler between [CLS] and the head
     assert torch.equal(logits, classifier_out)
 
 
