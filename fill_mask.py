@@ -39,6 +39,7 @@ from minibert.run import die, input_lines, run_script
 from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.training import pick_device
+from minibert.text import one_line
 
 
 EXAMPLES = [
@@ -96,7 +97,7 @@ def main(argv=None):
     except FillMaskError as e:
         die(str(e))
     for i, (text, masks) in enumerate(zip(texts, results, strict=True)):
-        print(("\n" if i else "") + text)
+        print(("\n" if i else "") + one_line(text))
         for j, guesses in enumerate(masks):
             print(f"  mask {j + 1}: " + shown(guesses))
             if args.beside_random_init:

@@ -49,9 +49,10 @@ from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holde
                                   write_json)
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
 from minibert.run.flags import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, SEED, add_device, check_ranges
-from minibert.run.labelled import (InputError, batch_of, batches, encode, read_split, scores, split_files, split_rows,
-                                   token_ids)
+from minibert.run.labelled import (InputError, batch_of, batches, check_known_labels, encode, read_split, scores,
+                                   split_files, split_rows, token_ids)
 from minibert.run.training import pick_device, use_tf32
+from minibert.text import one_line
 
 RECIPE = Recipe()  # make run's recipe, picked on validation (minibert.run.finetuning.Recipe)
 DEFAULT_LR = {"full": RECIPE.lr, "frozen": 1e-3, "lora": 1e-3}
@@ -102,6 +103,11 @@ def read_labelled(args) -> tuple[Labelled, object]:
     labels = sorted({y for _, y in rows["train"]})
     if len(labels) < 2:
         die(f"{files['train']} has a single label {labels}; classification needs at least two")
+    try:  # before the model is loaded: its info lines would come before this error
+        for split in ("valid", "test"):
+            check_known_labels(rows[split], labels, files[split])
+    except InputError as e:
+        die(str(e))
     return Labelled(files, rows, labels), tokenizer
 
 
@@ -177,17 +183,6 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
 
     fine_tune(model, logits, train["labels"], recipe, on_epoch_end, progress=not args.no_progress)
     return best.epoch
-
-
-# a tab, and every character other than \n that str.splitlines() breaks a line at: written as its escape
-_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
-
-
-def tsv_cell(text: str) -> str:
-    """`text` (a sentence, or a label) as one cell of a tab-separated line: a tab, a line end, a form
-    feed, U+2028 and the other characters some readers break a line at are shown as escapes (\\t,
-    \\n, \\x0c, \\u2028)."""
-    return text.translate(_BREAKS)
 
 
 def export_best(model, path: str, tokenizer) -> None:
@@ -348,7 +343,7 @@ def predict(args):
             probs = logits_of(model, batch).softmax(-1)
         for p in probs:
             k = int(p.argmax())
-            print(f"{tsv_cell(id2label[k])}\t{p[k].item():.4f}\t{tsv_cell(texts[i])}")
+            print(f"{one_line(id2label[k])}\t{p[k].item():.4f}\t{one_line(texts[i])}")
             i += 1
 
 

@@ -47,8 +47,8 @@ from minibert.run import die, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.flags import PROBABILITY, SEED, add_device, check_ranges
-from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, resolve_checkpoint, run_kind,
-                                   write_json)
+from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, lock_holder, resolve_checkpoint,
+                                   run_kind, write_json)
 from minibert.run.labelled import InputError, label_subsets, scores
 from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, SUMMARY_FILE, ProbeText, frozen_probes,
                                  labelled_splits, load_mlm, random_twin, run_flags, summary, summary_line)
@@ -258,6 +258,11 @@ def keep_summary(folder: str, numbers: dict) -> None:
     """--summary's numbers as SUMMARY_FILE in `folder` when it is a train_mlm.py run folder (beside
     its metrics.jsonl, for plot_metrics.py); a checkpoint folder is left as it is."""
     if run_kind(folder) != "pretraining":
+        return
+    holder = lock_holder(folder)
+    if holder is not None:  # train_mlm.py is writing that run: nothing goes into it meanwhile
+        print(f"note: {folder} is in use by another process (pid {holder}); its {SUMMARY_FILE} is left as it is",
+              file=sys.stderr)
         return
     path = os.path.join(folder, SUMMARY_FILE)
     try:

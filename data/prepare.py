@@ -456,8 +456,11 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
         prepare_en_large(out_dir)
     elif corpus == "zh":
         prepare_zh(out_dir)
+    elif corpus.startswith("text-"):  # the name train_mlm.py gives a run's own text files: prepared by it, or not here
+        raise DataError(f"the corpus {corpus!r} (text files a run was trained on) is not prepared in {root}: "
+                        "give the --data-root train_mlm.py prepared it in")
     else:
-        raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)}, or pass --text FILE")
+        raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)} (train_mlm.py also takes text files)")
     return out_dir
 
 

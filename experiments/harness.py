@@ -336,6 +336,7 @@ class FrozenFeatures:
         self.encoder = encoder
         self.max_length = max_length
         self.bert = encoder.backbone().eval()
+        self.bert.pooler = None  # the [CLS] vector, not the pooler, goes to the head (as in BertForClassification)
         self.features: dict[str, torch.Tensor] = {}
         counter = PassCounter(self.bert)
         t0 = time.perf_counter()

@@ -10,8 +10,10 @@ A file that cannot be read (a cut or garbled safetensors file or index, a `.bin`
 given where a folder is expected) is a one-line CheckpointError naming it.
 
 Loading is strict: a missing or unexpected tensor, or a shape mismatch, raises a
-CheckpointError listing all of them, and so does a weight that is not finite (inf or nan), so
-that no command computes with one. The documented exceptions:
+CheckpointError listing all of them. Any tensor of the file that is not finite (inf or nan),
+even one of a head the model drops, is a CheckpointError too, so that no command computes with
+one; and weights none of which is named as a BERT's (roberta.*, ...) are refused by their names
+before anything is built. The documented exceptions to strictness:
 - the buffers `embeddings.position_ids` / `embeddings.token_type_ids` that older checkpoints
   carry are skipped;
 - the pretraining heads, masked-LM `cls.predictions.*` and next-sentence `cls.seq_relationship.*`,
@@ -39,6 +41,7 @@ import os
 import re
 import struct
 import sys
+from collections import Counter
 from dataclasses import replace
 
 import torch
@@ -176,6 +179,7 @@ def check_sizes(config: BertConfig, shapes: dict[str, tuple[int, ...]], source: 
     """The sizes config.json gives, checked against the weights' shapes BEFORE a model is
     built from them: an edited config.json (100,000 layers, a vocabulary of 10^13) is a
     CheckpointError, never an allocation that runs the machine out of memory."""
+    check_bert_names(shapes, source)
     prefix = "bert." if any(k.startswith("bert.") for k in shapes) else ""
     C, I = config.hidden_size, config.intermediate_size
     expected = {"embeddings.word_embeddings.weight": (config.vocab_size, C),
@@ -192,6 +196,18 @@ def check_sizes(config: BertConfig, shapes: dict[str, tuple[int, ...]], source: 
     if problems:
         raise CheckpointError(f"{source}: config.json does not match the weights ({'; '.join(problems[:3])}); "
                               f"{_DAMAGED}")
+
+
+_BERT_PREFIXES = ("bert.", "embeddings.", "encoder.", "pooler.", "cls.", "classifier.")  # HF's names, any head
+
+
+def check_bert_names(shapes: dict[str, tuple[int, ...]], source: str) -> None:
+    """Weights none of which is named as a BERT's (roberta.*, electra.*, distilbert.*: another
+    architecture behind a config.json that says bert) are a CheckpointError naming what they are."""
+    if shapes and not any(k.startswith(_BERT_PREFIXES) for k in shapes):
+        first = Counter(k.split(".")[0] for k in shapes).most_common(1)[0][0]
+        raise CheckpointError(f"{source}: its weights are named {first}.*, not as a BERT's ({', '.join(_BERT_PREFIXES)}"
+                              "...): a checkpoint of another architecture, which minibert does not load")
 
 
 _SAFETENSORS_DTYPES = {
@@ -258,6 +274,9 @@ def _listing(title: str, items: list[str], limit: int = 20) -> str:
 
 def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
     """Copy HF-named `state` into `model`, strictly (see the module docstring)."""
+    not_finite = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+    if not_finite:  # every tensor of the file, also a head this model drops and a tied alias: the file is bad
+        raise NotFiniteError(source, not_finite)
     own = model.state_dict()
     expected = {to_hf_name(k): k for k in own}  # HF name -> our name
     is_base = not any(k.startswith("bert.") for k in expected)
@@ -273,8 +292,7 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
     state = dict(state)
     for alias, target in _TIED_ALIASES.items():
         if alias in state and target in state:
-            # NaN != NaN: embeddings that are not finite are not compared here but refused below, by name
-            if torch.isfinite(state[target]).all() and not torch.equal(state[alias], state[target]):
+            if not torch.equal(state[alias], state[target]):
                 raise CheckpointError(f"{source}: {alias} differs from {target}; minibert ties "
                                       "the MLM decoder to the word embeddings, so it cannot load "
                                       "an untied decoder")
@@ -304,9 +322,6 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
                                      ("shape mismatch", mismatched)) if x]
         raise CheckpointError(f"{source} does not fit {type(model).__name__}; nothing was loaded.\n"
                               + "\n".join(_listing(t, x) for t, x in parts))
-    not_finite = sorted(k for k in expected if k in state and not bool(torch.isfinite(state[k]).all()))
-    if not_finite:
-        raise NotFiniteError(source, not_finite)
     with torch.no_grad():
         for hf_name, ours in expected.items():
             if hf_name in state:
@@ -422,7 +437,29 @@ def load_tokenizer(path: str | os.PathLike):
     except Exception as e:  # the tokenizers library raises a bare Exception
         raise CheckpointError(f"{file}: not a valid tokenizer.json ({_first_line(e)})") from None
     _check_tokenizer_belongs(path, file, text, tokenizer)
+    _check_vocabulary(file, tokenizer)
     return tokenizer
+
+
+def _check_vocabulary(file: str, tokenizer) -> None:
+    """Each id 0 to N-1 has exactly one token (else a guessed id may have none to print, or two),
+    and the unknown-word token of a WordPiece model is one of them (else a word it cannot split
+    stops the tokenizer): a CheckpointError otherwise."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    count = Counter(vocab.values())
+    shared = sorted(i for i, n in count.items() if n > 1)
+    if shared:
+        a, b = sorted(t for t, i in vocab.items() if i == shared[0])[:2]
+        raise CheckpointError(f"{file} gives {a!r} and {b!r} the same id {shared[0]:,}: each id of a vocabulary "
+                              "has one token")
+    gaps = sorted(set(range(len(vocab))) - set(count))
+    if gaps:
+        raise CheckpointError(f"{file} has no token with the id {gaps[0]:,} (its {len(vocab):,} tokens do not have "
+                              f"the ids 0 to {len(vocab) - 1:,}): each id of a vocabulary has one token")
+    unk = getattr(tokenizer.model, "unk_token", None)
+    if unk is not None and unk not in vocab:
+        raise CheckpointError(f"{file}: its unknown-word token {unk!r} is not in its vocabulary, so a word it cannot "
+                              "split would have no id")
 
 
 def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:

@@ -175,10 +175,12 @@ class BertConfig:
         value minibert does not compute (is_decoder true, ...) is a ValueError."""
         if not isinstance(d, dict):
             raise ValueError(f"a config must be a JSON object {{field: value}}, got a {type(d).__name__}")
-        if d.get("model_type", "bert") != "bert":
-            raise ValueError(f"the config describes a {d['model_type']!r} model, not a BERT")
-        if "model_type" not in d and isinstance(d.get("architectures"), list):  # then the class names the family
-            others = [a for a in d["architectures"] if isinstance(a, str) and not a.startswith("Bert")]
+        if d.get("model_type", "bert") != "bert":  # HF's model types are lower-case keys: "BERT" names none
+            raise ValueError(f"model_type is {d['model_type']!r}, not 'bert': not a BERT's config")
+        architectures = d.get("architectures")
+        if "model_type" not in d and isinstance(architectures, (list, str)):  # then the class names the family
+            others = [a for a in ([architectures] if isinstance(architectures, str) else architectures)
+                      if isinstance(a, str) and not a.startswith("Bert")]
             if others:
                 raise ValueError(f"the config describes a {others[0]!r} model, not a BERT")
         for key, (allowed, meaning) in _HF_MATH_KEYS.items():

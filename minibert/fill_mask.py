@@ -25,7 +25,7 @@ from typing import NamedTuple
 import torch
 from tokenizers import Tokenizer
 
-from .checkpoint import CheckpointError, read_config, read_state_dict
+from .checkpoint import CheckpointError, check_bert_names, read_config, read_state_dict
 from .text import pad_batch, plain_tokenizer
 from .model import BertForMaskedLM
 
@@ -48,7 +48,8 @@ def load_masked_lm(path) -> BertForMaskedLM:
     transformers' BertForMaskedLM). One without the masked-LM head (a BertModel or classifier:
     no `cls.predictions.*` tensors) is a one-line CheckpointError saying so, where strict
     loading would list the missing tensors. A config.json that is not a BERT's (another
-    architecture, such as RoBERTa's) is said as such first."""
+    architecture, such as RoBERTa's), or weights named as another architecture's, is said as such
+    first."""
     read_config(path)
     try:
         return BertForMaskedLM.from_pretrained(path)
@@ -57,6 +58,7 @@ def load_masked_lm(path) -> BertForMaskedLM:
             names = read_state_dict(path).keys()
         except (CheckpointError, OSError):
             names = ()
+        check_bert_names(dict.fromkeys(names), path)  # another architecture's weights: said as such
         if names and not any(n.startswith(MLM_HEAD) for n in names):
             raise CheckpointError(f"{path} has no masked-LM head (no {MLM_HEAD}* tensors: an encoder or "
                                   "classifier checkpoint); fill-mask needs a BertForMaskedLM checkpoint, "

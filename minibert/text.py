@@ -24,6 +24,17 @@ def lines_of(text: str) -> list[str]:
     return re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")) if text else []
 
 
+# a tab, and every character that str.splitlines() (and so some reader) breaks a line at: written as its escape
+_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(text: str) -> str:
+    """`text` (a sentence, a label) shown on one line, or as one cell of a tab-separated line: a
+    tab, a line end, a form feed, U+2028 and the other characters a reader may break a line at are
+    written as escapes (\\t, \\n, \\x0c, \\u2028)."""
+    return text.translate(_BREAKS)
+
+
 # Where a sentence ends: at . ! ? (and a closing quote or bracket) before a space and a capital or a
 # digit, or at a Chinese 。！？ (and its closing quote). A simple rule: "Dr. Who" is cut too.
 _ENGLISH_END = re.compile(r"([.!?][\"')\]]?)\s+(?=[\"'(\[]?[A-Z0-9])")

@@ -330,7 +330,8 @@ def test_from_pretrained_wants_a_folder(tmp_path):
     ("hidden_dropout_prob", "0.1x", r"BertConfig\.hidden_dropout_prob must be a number in \[0, 1\), got '0.1x'"),
     ("id2label", ["neg", "pos"], r"BertConfig\.id2label must be an object"),
     ("hidden_size", "768", r"BertConfig\.hidden_size must be a positive integer, got '768'"),
-    ("model_type", "gpt2", "the config describes a 'gpt2' model"),
+    ("model_type", "gpt2", "model_type is 'gpt2', not 'bert': not a BERT's config"),
+    ("model_type", "BERT", "model_type is 'BERT', not 'bert'"),
 ])
 def test_config_json_problems_are_a_checkpoint_error(tmp_path, field, value, message):
     """from_pretrained turns config.json's problems into CheckpointError naming config.json

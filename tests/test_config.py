@@ -113,12 +113,13 @@ def test_unknown_keys_are_ignored_with_one_warning(tmp_path):
 def test_not_a_bert_config_is_refused(tmp_path):
     """By its model_type, or without one by its architectures (a RoBERTa config whose model_type
     was removed); BERT's own classes, minibert's BertForClassification, a user's own class beside
-    model_type "bert", and an architectures that is no list, load."""
+    model_type "bert", and an architectures that is neither a list nor a name, load."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(ValueError, match="gpt2"):
         BertConfig.load(tmp_path)
-    with pytest.raises(ValueError, match="describes a 'RobertaForMaskedLM' model, not a BERT"):
-        BertConfig.from_dict({"architectures": ["RobertaForMaskedLM"]})
+    for names in (["RobertaForMaskedLM"], "RobertaForMaskedLM"):  # a list, or one name given as a string
+        with pytest.raises(ValueError, match="describes a 'RobertaForMaskedLM' model, not a BERT"):
+            BertConfig.from_dict({"architectures": names})
     for names in (["BertForMaskedLM"], ["BertForClassification"], [], None, 1, ["BertModel", None]):
         BertConfig.from_dict({"architectures": names})
     BertConfig.from_dict({"model_type": "bert", "architectures": ["MyEncoder"]})

@@ -323,6 +323,17 @@ def test_standard_input_is_split_at_line_ends_only(checkpoints, monkeypatch, cap
     assert out.count("mask 1:") == 2 and "mask 2:" not in out, out
 
 
+@pytest.mark.parametrize("text", ["the [MASK] .\nthe cat .", "the [MASK] .\u2028the cat .", "the [MASK] .\rthe cat ."])
+def test_a_text_with_a_line_break_is_echoed_on_one_line(checkpoints, capsys, text):
+    """A command-line text holding a line end (or a U+2028, a CR) is one text, with one [MASK]:
+    its echo above the guesses is one line, the break shown as its escape, so the output stays
+    a text line then its mask lines (a reader that splits lines must not see a line `the cat .`)."""
+    command.main(["--checkpoint", str(checkpoints / "mlm"), text])
+    lines = lines_of(capsys.readouterr().out)
+    assert len(lines) == 2 and lines[0] == text.encode("unicode_escape").decode(), lines
+    assert lines[1].startswith("  mask 1: ") and "\u2028" not in lines[1]
+
+
 @pytest.mark.parametrize("family", ["roberta", "distilbert"])
 def test_a_masked_lm_of_another_architecture_is_refused_for_what_it_is(family, tmp_path, capsys):
     """A RoBERTa or DistilBERT masked-LM checkpoint (transformers' own, tiny) has an MLM head, just
@@ -334,5 +345,5 @@ def test_a_masked_lm_of_another_architecture_is_refused_for_what_it_is(family, t
     cls(config).save_pretrained(tmp_path / family)
     with pytest.raises(SystemExit) as e:
         command.main(["--checkpoint", str(tmp_path / family), "the [MASK] ."])
-    assert re.search(rf"describes a '{family}' model, not a BERT", e.value.code), e.value.code
+    assert re.search(rf"model_type is '{family}', not 'bert'", e.value.code), e.value.code
     assert "masked-LM head" not in e.value.code

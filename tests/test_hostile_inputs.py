@@ -5,6 +5,7 @@ a non-zero exit with nothing outside the run changed. The runs are test_refusals
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from test_faults import pretrain_args
 from test_finetune import run as finetune_run
 from test_plots import line_of, xy
 from test_polysemy import run_folder, stand_in  # noqa: F401 (fixtures)
-from test_refusals import base, copy  # noqa: F401 (base: the fixture of tiny runs)
+from test_refusals import base, copy, snapshot  # noqa: F401 (base: the fixture of tiny runs)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,6 +150,57 @@ def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp
     assert code == 1 and err.count("\n") == 1 and "past its model's vocabulary" in err, err
 
 
+@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
+@pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id"])
+def test_a_tokenizer_whose_vocabulary_is_not_one_token_per_id_is_refused_at_load(base, setup, tmp_path, command,
+                                                                                  case):
+    """A transformers-style checkpoint (no digest of its tokenizer in config.json) whose
+    tokenizer.json has as many tokens as the model's vocabulary, every id inside it, but whose
+    WordPiece unknown-word token is not among them (a word it cannot split stopped the command
+    with a traceback), or which gives two tokens one id, so that another id has no token
+    (fill-mask printed `None` as a guess): one line at load, naming the file; nothing is written.
+    A tokenizer.json alone (no config.json to give the size) with an id left empty is refused too."""
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    config = json.loads((ckpt / "config.json").read_text())
+    config.pop("tokenizer_sha256", None)
+    (ckpt / "config.json").write_text(json.dumps(config))
+    tok = json.loads((ckpt / "tokenizer.json").read_text())
+    if case == "unk-not-in-vocab":
+        tok["model"]["unk_token"] = "[NOT-A-TOKEN]"
+    else:
+        tok["model"]["vocab"]["the"] = tok["model"]["vocab"]["."]
+    (ckpt / "tokenizer.json").write_text(json.dumps(tok))
+    before = snapshot(tmp_path)
+    message = {"unk-not-in-vocab": r"its unknown-word token '\[NOT-A-TOKEN\]' is not in its vocabulary",
+               "two-tokens-one-id": r"tokenizer\.json gives '\.' and 'the' the same id"}[case]
+    with refusal(message):
+        other_commands(base, setup, tmp_path, ckpt)[command]()
+    assert snapshot(tmp_path) == before
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    tok["model"]["vocab"].pop("the")
+    tok["model"]["vocab"]["the"] = len(tok["model"]["vocab"]) + 5
+    (alone / "tokenizer.json").write_text(json.dumps(tok))
+    with pytest.raises(CheckpointError, match="has no token with the id"):
+        load_tokenizer(alone)
+
+
+@pytest.mark.parametrize("split", ["valid", "test"])
+def test_a_label_the_training_split_lacks_is_refused_before_the_model_is_loaded(setup, tmp_path, split):
+    """A label only in the validation (or test) file: finetune.py, as a process, says so in ONE
+    line and nothing else; the info line that loading the MLM checkpoint's encoder prints (its
+    dropped head) must not come first, and no run folder is made."""
+    data = tmp_path / "data"
+    shutil.copytree(setup / "data", data)
+    with open(data / f"{split}.tsv", "a") as f:
+        f.write("a dull film\tmaybe\n")
+    code, out, err = script("finetune.py", "--checkpoint", str(setup / "ckpt"), "--data", str(data), "--out",
+                            str(tmp_path / "run"), "--no-progress")
+    assert code == 1 and out == "" and err == (f"error: {data / f'{split}.tsv'}: labels ['maybe'] are not in the training split's "
+                                 "label set ['neg', 'pos']\n"), err
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_tokenizer_set_to_truncate_or_pad_does_not_change_a_word_vector(setup):
     """A tokenizer.json saved with truncation at 4 tokens and padding to 100 (more than the
     model's positions): polysemy's word vectors are those of the plain tokenizer, not NaN (the
@@ -220,7 +272,7 @@ def test_a_training_state_whose_moments_are_not_finite_is_skipped_as_damaged(bas
     torch.save(state, path)
     train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3", "--keep", "5"))
     err = capsys.readouterr().err
-    assert "step-000002 is damaged (ValueError: an optimizer state (AdamW's moments) that is not finite)" in err, err
+    assert "step-000002 is damaged (ValueError: a number in its optimizer state that is not finite)" in err, err
     assert (out / "checkpoints" / "step-000003").is_dir()
 
 
@@ -236,6 +288,77 @@ def test_a_nan_in_tied_weights_is_named_as_not_finite_not_as_untied(tmp_path):
     torch.save(state, tmp_path / "pytorch_model.bin")
     with pytest.raises(NotFiniteError, match="bert.embeddings.word_embeddings.weight"):
         BertForMaskedLM.from_pretrained(tmp_path)
+
+
+def rewrite_file(ckpt: Path, change) -> None:
+    """model.safetensors of `ckpt` rewritten by `change` (a function of its {HF name: tensor})."""
+    from safetensors.torch import load_file, save_file
+    tensors = {k: v.clone() for k, v in load_file(ckpt / "model.safetensors").items()}
+    save_file(change(tensors) or tensors, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
+
+
+def other_commands(base, setup, tmp_path, ckpt):
+    """{name: the command on `ckpt`}: each loads its weights into a model that keeps part of them
+    (fill-mask and the attention maps an MLM, fine-tuning a classifier, the probes an encoder)."""
+    import fill_mask as fill_mask_command
+    return {"fill-mask": lambda: fill_mask_command.main(["--checkpoint", str(ckpt), "a good [MASK] ."]),
+            "finetune": lambda: finetune.main(["--checkpoint", str(ckpt), "--data", str(setup / "data"), "--out",
+                                               str(tmp_path / "ft"), "--epochs", "1", "--no-progress"]),
+            "attention": lambda: attention.main(["--checkpoint", str(ckpt), "--out", str(tmp_path / "att.png"),
+                                                 "--text", "a good film ."])}
+
+
+@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
+@pytest.mark.parametrize("tensor", ["next-sentence-head", "tied-alias"])
+def test_a_tensor_not_finite_in_a_head_the_command_drops_is_refused_too(base, setup, tmp_path, command, tensor):
+    """The pretraining checkpoint gets a next-sentence head holding an inf (the MLM commands drop
+    that head, the classifier drops every head), or the decoder alias of .bin files beside the
+    word embeddings, both with an inf: a file with a number that is not finite is a damaged file,
+    whichever tensor holds it. One line naming the tensor; nothing is written (no run folder)."""
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    name = {"next-sentence-head": "cls.seq_relationship.weight", "tied-alias": "cls.predictions.decoder.bias"}[tensor]
+
+    def plant(t):
+        C = t["bert.embeddings.word_embeddings.weight"].shape[1]
+        t[name] = torch.zeros(2, C) if tensor == "next-sentence-head" else t["cls.predictions.bias"].clone()
+        t[name].view(-1)[1] = float("inf")
+        if tensor == "next-sentence-head":
+            t["cls.seq_relationship.bias"] = torch.zeros(2)
+    rewrite_file(ckpt, plant)
+    before = snapshot(tmp_path)
+    with refusal(rf"holds weights that are not finite \(inf or nan\) in {re.escape(name)}"):
+        other_commands(base, setup, tmp_path, ckpt)[command]()
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
+@pytest.mark.parametrize("family", ["roberta", "electra", "distilbert"])
+def test_a_checkpoint_of_another_architecture_is_refused_by_its_weights_names(base, setup, tmp_path, command, family):
+    """A config.json that says bert (model_type "bert", no architectures) beside weights named as
+    another architecture's (roberta.embeddings..., electra.encoder..., distilbert.transformer...):
+    the refusal says what the weights are, in one line, not that a head is missing or that the
+    config does not match."""
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    rewrite_file(ckpt, lambda t: {f"{family}.{k.removeprefix('bert.')}": v for k, v in t.items()})
+    config = json.loads((ckpt / "config.json").read_text())
+    config.pop("architectures", None)
+    (ckpt / "config.json").write_text(json.dumps(config))
+    before = snapshot(tmp_path)
+    with refusal(rf"its weights are named {family}\.\*, not as a BERT's .*another architecture"):
+        other_commands(base, setup, tmp_path, ckpt)[command]()
+    assert snapshot(tmp_path) == before
+
+
+def test_probing_a_run_of_own_text_under_another_data_root_names_the_data_root(base, tmp_path):
+    """The tiny run was trained on a text file, prepared in its own --data-root; probe.py on it
+    with another --data-root cannot find that text: one line saying to give the data root it was
+    prepared in (not a flag no command has), and the run folder is left as it was."""
+    run = copy(base, "pre", tmp_path)
+    before = snapshot(tmp_path)
+    with refusal(r"^error: the corpus 'text-[0-9a-f]{12}' \(text files a run was trained on\) is not prepared in "
+                 r".*: give the --data-root train_mlm\.py prepared it in$"):
+        probe.main(["--summary", str(run), "--data-root", str(tmp_path / "elsewhere")])
+    assert snapshot(tmp_path) == before
 
 
 # ---- figures from values they cannot draw -------------------------------------------------------

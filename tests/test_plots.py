@@ -11,6 +11,7 @@ import pytest
 
 import plot_metrics
 import probe
+from minibert.run.folders import LOCK_FILE
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import pyplot
 
@@ -169,6 +170,25 @@ def test_probe_summary_keeps_its_numbers_in_a_pretraining_run_folder_only(tmp_pa
     assert list((tmp_path / "ckpt").iterdir()) == []
     assert sorted(horizontal(drawn(path).axes[0]).values()) == [5.5, 6.75]
     assert capsys.readouterr().err == ""
+
+
+def test_probe_summary_writes_nothing_into_a_run_another_process_holds(tmp_path, capsys):
+    """While train_mlm.py holds its run's lock (it may be saving), --summary prints its numbers
+    but leaves the folder as it is, with a one-line note naming the holder."""
+    import fcntl
+    folder = tmp_path / "mlm"
+    write_run(folder, "pretraining", pretraining_records())
+    with open(folder / LOCK_FILE, "a+") as holder:
+        holder.write("4242\n")
+        holder.flush()
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        before = sorted(p.name for p in folder.iterdir())
+        probe.keep_summary(str(folder), NGRAM)
+        assert sorted(p.name for p in folder.iterdir()) == before
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "in use by another process (pid 4242)" in err, err
+    probe.keep_summary(str(folder), NGRAM)  # let go: written
+    assert json.loads((folder / SUMMARY_FILE).read_text()) == NGRAM
 
 
 # ---- fine-tuning ------------------------------------------------------------------------------------

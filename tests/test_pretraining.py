@@ -226,7 +226,7 @@ def test_torchrun_two_processes_match_one_process(tmp_path, corpus, documents, o
         return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
 
     r = torchrun()
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, r.stderr[:4000] + "\n[...]\n" + r.stderr[-1000:]  # each process's error, then torchrun's
     ddp = [json.loads(line) for line in open(tmp_path / "ddp" / "metrics.jsonl")]
     files = lambda: {p: p.read_bytes() for p in sorted((tmp_path / "ddp").rglob("*")) if p.is_file()}
     before = files()

@@ -244,7 +244,7 @@ def test_resume_skips_a_checkpoint_with_bad_or_swapped_weights(base, corpus, tmp
         shutil.copy(out / "checkpoints" / "step-000001" / "model.safetensors", newest / "model.safetensors")
     train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
     captured = capsys.readouterr()
-    assert f"note: {newest} {note}; trying the checkpoint before it" in captured.err
+    assert f"note: {newest} {note}; skipped, resuming from an earlier checkpoint" in captured.err
     assert "resumed at step 1" in captured.out
 
 
@@ -636,8 +636,48 @@ def test_resume_skips_a_checkpoint_whose_training_state_does_not_restore(base, c
     damage(newest)
     train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
     captured = capsys.readouterr()
-    assert f"note: {newest} is damaged" in captured.err and "trying the checkpoint before it" in captured.err
+    assert f"note: {newest} is damaged" in captured.err and "skipped, resuming from an earlier" in captured.err
     assert "resumed at step 1" in captured.out
+
+
+NOT_FINITE = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("damage", [
+    lambda s: s["optimizer"]["param_groups"][0].update(lr=NOT_FINITE[0]),
+    lambda s: s["optimizer"]["param_groups"][0].update(betas=(0.9, NOT_FINITE[1])),
+    lambda s: s["optimizer"]["param_groups"][0].update(eps=NOT_FINITE[0]),
+    lambda s: s["optimizer"]["param_groups"][0].update(weight_decay=NOT_FINITE[1]),
+    lambda s: s["optimizer"]["state"][0]["exp_avg_sq"].view(-1)[0].fill_(NOT_FINITE[1]),
+    lambda s: s["scheduler"].update(base_lrs=[NOT_FINITE[0]] * len(s["scheduler"]["base_lrs"])),
+    lambda s: s["scheduler"].update(_last_lr=[NOT_FINITE[1]] * len(s["scheduler"]["_last_lr"])),
+], ids=["lr", "betas", "eps", "weight-decay", "moment", "base-lrs", "last-lr"])
+def test_a_training_state_with_a_number_not_finite_is_skipped_as_damaged(base, corpus, tmp_path, capsys, damage):
+    """One number of the newest checkpoint's optimizer or schedule state is NaN or inf (a rate,
+    a beta, eps, the decay, a moment, the schedule's rates): resuming from it would make every
+    weight NaN at the first step. It is skipped like a damaged file, and the run resumes from
+    step 1 with finite weights."""
+    out = copy(base, "pre", tmp_path)
+    newest = out / "checkpoints" / "step-000002"
+    edit_training_state(newest, damage)
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
+    captured = capsys.readouterr()
+    assert f"note: {newest} is damaged (ValueError: a number in its" in captured.err, captured.err
+    assert "resumed at step 1" in captured.out
+    for line in (out / "metrics.jsonl").read_text().splitlines():
+        assert "NaN" not in line and "Infinity" not in line, line
+
+
+def test_a_run_whose_every_checkpoint_is_damaged_is_refused_in_one_line(base, corpus, tmp_path, capsys):
+    """Both checkpoints damaged: no note for either (none was resumed from), one `error:` line
+    that names the newest and its cause, counts the other, and says how to go on."""
+    out = copy(base, "pre", tmp_path)
+    for step in ("step-000001", "step-000002"):
+        edit_training_state(out / "checkpoints" / step, lambda s: s.update(optimizer={}))
+    pattern = (f"^error: no checkpoint in {out / 'checkpoints'} loads whole: {out / 'checkpoints' / 'step-000002'} "
+               r"is damaged \(.*\) \(and 1 more\); start again with --overwrite$")
+    with refusal(pattern):
+        train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
 
 
 def write_header(file, change):

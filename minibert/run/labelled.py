@@ -167,12 +167,16 @@ def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction
     return {name: [rows[i] for i in sorted(numbers)] for name, numbers in chosen.items()}
 
 
+def check_known_labels(rows, labels, path: str) -> None:
+    """An InputError naming `path` if a row's label is not one of `labels` (the training split's)."""
+    unknown = sorted({y for _, y in rows if y not in labels})
+    if unknown:
+        raise InputError(f"{path}: labels {unknown[:5]} are not in the training split's label set {sorted(labels)}")
+
+
 def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: str) -> dict:
     """{"ids": one list of token ids per row ([CLS] ... [SEP], at most max_length), "labels": (S,)}."""
-    unknown = sorted({y for _, y in rows if y not in label_ids})
-    if unknown:
-        raise InputError(f"{path}: labels {unknown[:5]} are not in the training split's label set "
-                         f"{sorted(label_ids)}")
+    check_known_labels(rows, label_ids, path)
     return {"ids": token_ids(tokenizer, [t for t, _ in rows], max_length),
             "labels": torch.tensor([label_ids[y] for _, y in rows])}
 

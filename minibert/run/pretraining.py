@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -250,11 +251,11 @@ def fixed_flags_changed(saved: dict, args) -> list[str]:
 
 def resumable_checkpoint(run: Run):
     """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
-    (None, None, None) when there is none yet. A damaged checkpoint is skipped with a one-line
-    note; flags that may not change on a resume stop the run, the others are applied and said
+    (None, None, None) when there is none yet. A damaged checkpoint is skipped, with a one-line
+    note once an earlier one loads (when none does, one line says why the newest did not); flags that may not change on a resume stop the run, the others are applied and said
     (by the main process)."""
     args, say = run.args, run.main_process
-    found = checkpoints(args.out)
+    found, skipped = checkpoints(args.out), []
     for ckpt in reversed(found):
         try:
             state = torch.load(os.path.join(ckpt, "training_state.pt"), weights_only=True)
@@ -268,9 +269,10 @@ def resumable_checkpoint(run: Run):
         except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
             problem = f"is damaged ({type(e).__name__}: {first_line(e)})"
         if problem:
-            if say:
-                print(f"note: {ckpt} {problem}; trying the checkpoint before it", file=sys.stderr)
+            skipped.append(f"{ckpt} {problem}")
             continue
+        for line in skipped if say else ():  # said once a checkpoint loads; if none does, the refusal says it
+            print(f"note: {line}; skipped, resuming from an earlier checkpoint", file=sys.stderr)
         check_resume(run, ckpt, state, model, saved_tokenizer)
         changed = [f"--{k.replace('_', '-')} {v} -> {getattr(args, k)}" for k, v in sorted(state["args"].items())
                    if k not in FIXED_ON_RESUME + NOT_COMPARED and hasattr(args, k) and v != getattr(args, k)]
@@ -278,7 +280,9 @@ def resumable_checkpoint(run: Run):
             print(f"resume: {', '.join(changed)} (applied from step {state['step']} on)")
         return ckpt, model, state
     if found:
-        die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole; start again with --overwrite")
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole: {skipped[0]}{more}; "
+            "start again with --overwrite")
     return None, None, None
 
 
@@ -312,7 +316,7 @@ def check_resume(run: Run, ckpt: str, state: dict, model, saved_tokenizer) -> No
 def check_training_state(state: dict, model, device) -> None:
     """Raise if a checkpoint's training state cannot be restored into `model`: it is loaded into
     a throwaway optimizer, schedule and generators first, so a bad one (a wrong type, a missing
-    key, a generator state of another size, moments that are not finite) is skipped like a damaged
+    key, a generator state of another size, any optimizer or schedule number that is not finite) is skipped like a damaged
     file, and nothing the run uses is changed."""
     if type(state["step"]) is not int or state["step"] < 0:
         raise ValueError(f"step {state['step']!r} is not a step number")
@@ -327,13 +331,27 @@ def check_training_state(state: dict, model, device) -> None:
         for value in optimizer.state[p].values():
             if torch.is_tensor(value) and value.dim() and value.shape != p.shape:
                 raise ValueError(f"an optimizer state of shape {tuple(value.shape)} for a parameter of {tuple(p.shape)}")
-            if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all():
-                raise ValueError("an optimizer state (AdamW's moments) that is not finite")
+    for name in ("optimizer", "scheduler"):  # moments, step counts, rates, betas, eps, decay, the schedule's rates
+        if not all_finite(state[name]):
+            raise ValueError(f"a number in its {name} state that is not finite")
     torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0).load_state_dict(dict(state["scheduler"]))
     torch.Generator(device=device).set_state(state["masker_rng"])
     torch.Generator().set_state(state["torch_rng"])
     if device.type == "cuda" and state["cuda_rng"] is not None:
         torch.Generator(device=device).set_state(state["cuda_rng"])
+
+
+def all_finite(obj) -> bool:
+    """Every number in `obj` (tensors, floats, nested in dicts, lists and tuples) is finite."""
+    if torch.is_tensor(obj):
+        return not obj.is_floating_point() or bool(torch.isfinite(obj).all())
+    if isinstance(obj, float):
+        return math.isfinite(obj)
+    if isinstance(obj, dict):
+        return all(all_finite(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return all(all_finite(v) for v in obj)
+    return True
 
 
 def checkpoint_problem(ckpt: str, step: int) -> str | None:
