@@ -50,6 +50,7 @@ from safetensors.torch import load_file
 
 from .config import TOKENIZER_DIGEST, BertConfig
 from .files import parse_json, write_file
+from .text import plain_tokenizer
 
 logger = logging.getLogger("minibert")
 
@@ -438,7 +439,23 @@ def load_tokenizer(path: str | os.PathLike):
         raise CheckpointError(f"{file}: not a valid tokenizer.json ({_first_line(e)})") from None
     _check_tokenizer_belongs(path, file, text, tokenizer)
     _check_vocabulary(file, tokenizer)
+    _check_template(file, tokenizer)
     return tokenizer
+
+
+def _check_template(file: str, tokenizer) -> None:
+    """The tokenizer frames a text as BERT's input, `[CLS] A [SEP]`, and a pair as
+    `[CLS] A [SEP] B [SEP]` with segment ids 0 then 1 (its post-processor): every command reads
+    its input that way. A CheckpointError otherwise (no post-processor, another template)."""
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    one, two = plain_tokenizer(tokenizer).encode("a"), plain_tokenizer(tokenizer).encode("a", "b")
+    framed = (cls is not None and sep is not None and one.ids[:1] == [cls] and one.ids[-1:] == [sep]
+              and two.ids[:1] == [cls] and two.ids.count(sep) == 2 and two.ids[-1] == sep
+              and two.type_ids[0] == 0 and two.type_ids[-1] == 1)
+    if not framed:
+        raise CheckpointError(f"{file} does not frame a text as BERT's input ([CLS] A [SEP], a pair [CLS] A [SEP] "
+                              "B [SEP] with segments 0 then 1: its post_processor), so the model would read other "
+                              "input than it was trained on")
 
 
 def _check_vocabulary(file: str, tokenizer) -> None:

@@ -16,6 +16,11 @@ import json
 import os
 import shutil
 
+try:
+    import fcntl  # POSIX: an advisory lock that the kernel releases when the process dies
+except ImportError:  # Windows
+    fcntl = None
+
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows has no such flag (and rarely user symlinks)
 
 
@@ -62,6 +67,16 @@ def fresh_folder(path: str) -> None:
         shutil.rmtree(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     os.mkdir(path)
+
+
+@contextlib.contextmanager
+def waiting_lock(path: str):
+    """Hold a lock on the file `path` (created if missing, never through a link) for the block: a
+    second process at the same lock waits until the first lets go. POSIX only; elsewhere no lock."""
+    with os.fdopen(open_no_link(path, os.O_RDWR | os.O_CREAT), "rb") as f:
+        if fcntl is not None:
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def append_line(path: str, line: str) -> None:

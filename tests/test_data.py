@@ -5,10 +5,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
+from tokenizers import Tokenizer
 
 from data import prepare as prep
 from minibert.text import SPECIAL_TOKENS, pack_blocks, sentences, tokenize_lines, train_wordpiece
@@ -34,6 +36,37 @@ def test_packing_by_hand():
                                     [2, 20, 21, 22, 3, 23, 24, 3]]
     assert b.token_type_ids.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 1]]
     assert b.attention_mask.min() == 1
+
+
+def test_two_processes_asking_for_a_new_corpus_tokenizer_get_the_same_one(tmp_path):
+    """Two processes (forked together, as two train_mlm.py runs started at once on a new text)
+    ask for the tokenizer of one corpus that has none cached. Each one's training is made to come
+    out different (it adds a word of its own: the trainer of `tokenizers` can break ties
+    differently in each process). The lock makes one train and the other wait and read it: both
+    get the cached tokenizer, byte for byte, and so a resume finds the one its run was trained with."""
+    import multiprocessing
+
+    from minibert.run import corpus as corpus_module
+    folder = tmp_path / "corpus"
+    (folder / "pretrain").mkdir(parents=True)
+    (folder / "pretrain" / "train.txt").write_text("".join(line + "\n" for line in LINES * 5))
+
+    def ask(conn):
+        slow = corpus_module.train_wordpiece
+        corpus_module.train_wordpiece = lambda lines, v: (time.sleep(0.5), slow([*lines, *[f"own{os.getpid()}"] * 200], v))[1]
+        conn.send(corpus_module.corpus_tokenizer(str(folder), 120).to_str())
+
+    context = multiprocessing.get_context("fork")
+    pipes = [context.Pipe() for _ in range(2)]
+    procs = [context.Process(target=ask, args=(child,)) for _, child in pipes]
+    for p in procs:
+        p.start()
+    got = [parent.recv() for parent, _ in pipes]
+    for p in procs:
+        p.join(timeout=60)
+    cached = Tokenizer.from_file(str(folder / "tokenizer-120.json")).to_str()
+    assert got[0] == got[1] == cached
+    assert sum(f"own{p.pid}" in cached for p in procs) == 1  # one process's own training
 
 
 def test_packing_without_boundaries_and_last_partial_block():

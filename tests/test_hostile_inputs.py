@@ -151,15 +151,16 @@ def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp
 
 
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
-@pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id"])
-def test_a_tokenizer_whose_vocabulary_is_not_one_token_per_id_is_refused_at_load(base, setup, tmp_path, command,
-                                                                                  case):
+@pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id", "no-post-processor", "pair-in-segment-0"])
+def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setup, tmp_path, command, case):
     """A transformers-style checkpoint (no digest of its tokenizer in config.json) whose
     tokenizer.json has as many tokens as the model's vocabulary, every id inside it, but whose
     WordPiece unknown-word token is not among them (a word it cannot split stopped the command
     with a traceback), or which gives two tokens one id, so that another id has no token
-    (fill-mask printed `None` as a guess): one line at load, naming the file; nothing is written.
-    A tokenizer.json alone (no config.json to give the size) with an id left empty is refused too."""
+    (fill-mask printed `None` as a guess), or which has no post-processor (no [CLS] and [SEP]
+    around a text), or puts a pair's second text in segment 0 (both: other input than the model
+    was trained on, silently): one line at load, naming the file; nothing is written. A
+    tokenizer.json alone (no config.json to give the size) with an id left empty is refused too."""
     ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
     config = json.loads((ckpt / "config.json").read_text())
     config.pop("tokenizer_sha256", None)
@@ -167,15 +168,24 @@ def test_a_tokenizer_whose_vocabulary_is_not_one_token_per_id_is_refused_at_load
     tok = json.loads((ckpt / "tokenizer.json").read_text())
     if case == "unk-not-in-vocab":
         tok["model"]["unk_token"] = "[NOT-A-TOKEN]"
-    else:
+    elif case == "two-tokens-one-id":
         tok["model"]["vocab"]["the"] = tok["model"]["vocab"]["."]
+    elif case == "no-post-processor":
+        tok["post_processor"] = None
+    else:
+        for piece in tok["post_processor"]["pair"]:
+            next(iter(piece.values()))["type_id"] = 0
     (ckpt / "tokenizer.json").write_text(json.dumps(tok))
     before = snapshot(tmp_path)
+    framing = r"tokenizer\.json does not frame a text as BERT's input \(\[CLS\] A \[SEP\]"
     message = {"unk-not-in-vocab": r"its unknown-word token '\[NOT-A-TOKEN\]' is not in its vocabulary",
-               "two-tokens-one-id": r"tokenizer\.json gives '\.' and 'the' the same id"}[case]
+               "two-tokens-one-id": r"tokenizer\.json gives '\.' and 'the' the same id",
+               "no-post-processor": framing, "pair-in-segment-0": framing}[case]
     with refusal(message):
         other_commands(base, setup, tmp_path, ckpt)[command]()
     assert snapshot(tmp_path) == before
+    if case not in ("unk-not-in-vocab", "two-tokens-one-id"):
+        return
     alone = tmp_path / "alone"
     alone.mkdir()
     tok["model"]["vocab"].pop("the")

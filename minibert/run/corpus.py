@@ -15,7 +15,7 @@ import os
 import torch
 from tokenizers import Tokenizer
 
-from ..files import write_file
+from ..files import waiting_lock, write_file
 from ..text import Blocks, lines_of, pack_blocks, plain_tokenizer, sentences, tokenize_lines, train_wordpiece
 
 
@@ -47,16 +47,20 @@ def corpus_documents(folder: str, tokenizer: Tokenizer, split: str) -> list[list
 
 def corpus_tokenizer(folder: str, vocab_size: int) -> Tokenizer:
     """The WordPiece tokenizer of `vocab_size` words trained on the corpus's training split
-    (cached; a cache file that does not read back, cut short by a crash, is trained again)."""
+    (cached; a cache file that does not read back, cut short by a crash, is trained again).
+    Trained under a lock: on a small corpus the trainer of `tokenizers` breaks ties between
+    equally frequent pieces in an order that varies from process to process, so two runs that
+    start together must not each train their own; the second waits and reads the first's."""
     path = os.path.join(folder, f"tokenizer-{vocab_size}.json")
-    if os.path.isfile(path):
-        try:
-            return Tokenizer.from_file(path)
-        except Exception:  # the tokenizers library raises a bare Exception for a damaged file
-            pass
-    tok = train_wordpiece(corpus_lines(folder, "train"), vocab_size)
-    write_file(path, tok.to_str(pretty=True).encode("utf-8"))
-    return Tokenizer.from_file(path)
+    with waiting_lock(os.path.join(folder, f"tokenizer-{vocab_size}.lock")):
+        if os.path.isfile(path):
+            try:
+                return Tokenizer.from_file(path)
+            except Exception:  # the tokenizers library raises a bare Exception for a damaged file
+                pass
+        tok = train_wordpiece(corpus_lines(folder, "train"), vocab_size)
+        write_file(path, tok.to_str(pretty=True).encode("utf-8"))
+        return Tokenizer.from_file(path)
 
 
 def corpus_blocks(folder: str, tokenizer: Tokenizer, split: str, seq_len: int) -> Blocks:
