@@ -47,6 +47,10 @@ def attention(model, tokenizer, text: str, following: str) -> tuple[list[str], t
     """(tokens, probabilities (L, H, T, T)) of `[CLS] text [SEP] following [SEP]`; segment ids
     0 then 1, or 0 throughout for a model with one segment embedding (type_vocab_size 1)."""
     enc = plain_tokenizer(tokenizer).encode(text, following)
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    if enc.ids[0] != cls or enc.ids.count(sep) != 2 or enc.ids[-1] != sep or enc.type_ids[-1] != 1:
+        die("the tokenizer does not frame a pair as BERT's input, [CLS] text [SEP] next [SEP] with segments 0 then 1 "
+            "(its post_processor has no such pair template)")
     if len(enc.ids) > model.config.max_position_embeddings:
         die(f"the pair is {len(enc.ids)} tokens, more than the model's {model.config.max_position_embeddings}")
     ids, types = torch.tensor([enc.ids]), torch.tensor([enc.type_ids])             # (1, T) each

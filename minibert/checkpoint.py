@@ -32,6 +32,7 @@ before anything is built. The documented exceptions to strictness:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -41,6 +42,7 @@ import os
 import re
 import struct
 import sys
+import warnings
 from collections import Counter
 from dataclasses import replace
 
@@ -364,6 +366,17 @@ def save_file(tensors: dict[str, torch.Tensor], filename: str, metadata: dict[st
     write_file(os.fspath(filename), write)  # never seen half-written
 
 
+@contextlib.contextmanager
+def warnings_if_loaded():
+    """Hold the warnings raised inside the block (config.json's unknown keys) until it ends
+    without an error, then give them: a checkpoint refused for another reason is one line."""
+    with warnings.catch_warnings(record=True) as held:
+        warnings.simplefilter("always")
+        yield
+    for w in held:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def read_config(path: str) -> tuple[BertConfig, list[str]]:
     """A checkpoint folder's config.json, read once: the config and the `architectures` it names;
     its problems (no folder, wrong types, bad JSON) as CheckpointError."""
@@ -394,7 +407,8 @@ class Pretrained:
         e.g. `use_sdpa=True` or `hidden_dropout_prob=0.0`.
         """
         path = os.fspath(path)
-        return cls._load(path, *read_config(path), config_overrides)
+        with warnings_if_loaded():
+            return cls._load(path, *read_config(path), config_overrides)
 
     @classmethod
     def _load(cls, path: str, config: BertConfig, architectures: list[str], config_overrides: dict):
@@ -444,18 +458,14 @@ def load_tokenizer(path: str | os.PathLike):
 
 
 def _check_template(file: str, tokenizer) -> None:
-    """The tokenizer frames a text as BERT's input, `[CLS] A [SEP]`, and a pair as
-    `[CLS] A [SEP] B [SEP]` with segment ids 0 then 1 (its post-processor): every command reads
-    its input that way. A CheckpointError otherwise (no post-processor, another template)."""
+    """The tokenizer frames a text as BERT's input, `[CLS] A [SEP]` (its post-processor): every
+    command reads its input that way. A CheckpointError otherwise (no post-processor, another
+    template). (A pair's template is checked where a pair is encoded: attention.py.)"""
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    one, two = plain_tokenizer(tokenizer).encode("a"), plain_tokenizer(tokenizer).encode("a", "b")
-    framed = (cls is not None and sep is not None and one.ids[:1] == [cls] and one.ids[-1:] == [sep]
-              and two.ids[:1] == [cls] and two.ids.count(sep) == 2 and two.ids[-1] == sep
-              and two.type_ids[0] == 0 and two.type_ids[-1] == 1)
-    if not framed:
-        raise CheckpointError(f"{file} does not frame a text as BERT's input ([CLS] A [SEP], a pair [CLS] A [SEP] "
-                              "B [SEP] with segments 0 then 1: its post_processor), so the model would read other "
-                              "input than it was trained on")
+    ids = plain_tokenizer(tokenizer).encode("a").ids
+    if cls is None or sep is None or ids[:1] != [cls] or ids[-1:] != [sep] or ids.count(sep) != 1:
+        raise CheckpointError(f"{file} does not frame a text as BERT's input, [CLS] text [SEP] (its post_processor), "
+                              "so the model would read other input than it was trained on")
 
 
 def _check_vocabulary(file: str, tokenizer) -> None:

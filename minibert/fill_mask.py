@@ -20,6 +20,7 @@ ValueError) before anything runs: a text is never truncated, so no [MASK] is dro
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import torch
@@ -50,7 +51,9 @@ def load_masked_lm(path) -> BertForMaskedLM:
     loading would list the missing tensors. A config.json that is not a BERT's (another
     architecture, such as RoBERTa's), or weights named as another architecture's, is said as such
     first."""
-    read_config(path)
+    with warnings.catch_warnings():  # a first look, for the reason a config is refused: from_pretrained warns
+        warnings.simplefilter("ignore")
+        read_config(path)
     try:
         return BertForMaskedLM.from_pretrained(path)
     except CheckpointError:

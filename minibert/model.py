@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
 
-from .checkpoint import Pretrained, read_config
+from .checkpoint import Pretrained, read_config, warnings_if_loaded
 from .config import ACTIVATIONS, BertConfig
 from .loss import IGNORE_INDEX, mlm_loss
 from .unpad import RealTokens
@@ -494,6 +494,7 @@ def load_model(path: str | os.PathLike, default: type = BertModel, **config_over
     """The model class a checkpoint's config.json names in `architectures` (else `default`),
     loaded from it: what HF's AutoModel does, for these six classes."""
     path = os.fspath(path)
-    config, architectures = read_config(path)
-    cls = next((MODEL_CLASSES[a] for a in architectures if a in MODEL_CLASSES), default)
-    return cls._load(path, config, architectures, config_overrides)
+    with warnings_if_loaded():
+        config, architectures = read_config(path)
+        cls = next((MODEL_CLASSES[a] for a in architectures if a in MODEL_CLASSES), default)
+        return cls._load(path, config, architectures, config_overrides)

@@ -57,12 +57,19 @@ def test_saved_names_are_hf_names(tmp_path):
 
 
 def test_tokenizer_is_saved_beside_the_weights(tmp_path):
-    from tokenizers import Tokenizer
+    """Any tokenizer that frames a text as [CLS] text [SEP] (here a word-level one) is saved and
+    read back; without that framing it is refused at load."""
+    from tokenizers import Tokenizer, processors
     from tokenizers.models import WordLevel
 
-    tok = Tokenizer(WordLevel({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
+    tok = Tokenizer(WordLevel({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "hello": 3}, unk_token="[UNK]"))
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
     BertModel(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(tmp_path, tokenizer=tok)
-    assert load_tokenizer(tmp_path).token_to_id("hello") == 1
+    assert load_tokenizer(tmp_path).token_to_id("hello") == 3
+    tok.post_processor = None
+    BertModel(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(tmp_path, tokenizer=tok)
+    with pytest.raises(CheckpointError, match=r"does not frame a text as BERT's input, \[CLS\] text \[SEP\]"):
+        load_tokenizer(tmp_path)
 
 
 def _edit(path, fn):
