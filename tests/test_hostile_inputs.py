@@ -221,22 +221,6 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
         load_tokenizer(alone)
 
 
-@pytest.mark.parametrize("split", ["valid", "test"])
-def test_a_label_the_training_split_lacks_is_refused_before_the_model_is_loaded(setup, tmp_path, split):
-    """A label only in the validation (or test) file: finetune.py, as a process, says so in ONE
-    line and nothing else; the info line that loading the MLM checkpoint's encoder prints (its
-    dropped head) must not come first, and no run folder is made."""
-    data = tmp_path / "data"
-    shutil.copytree(setup / "data", data)
-    with open(data / f"{split}.tsv", "a") as f:
-        f.write("a dull film\tmaybe\n")
-    code, out, err = script("finetune.py", "--checkpoint", str(setup / "ckpt"), "--data", str(data), "--out",
-                            str(tmp_path / "run"), "--no-progress")
-    assert code == 1 and out == "" and err == (f"error: {data / f'{split}.tsv'}: labels ['maybe'] are not in the training split's "
-                                 "label set ['neg', 'pos']\n"), err
-    assert not (tmp_path / "run").exists()
-
-
 def test_a_tokenizer_set_to_truncate_or_pad_does_not_change_a_word_vector(setup):
     """A tokenizer.json saved with truncation at 4 tokens and padding to 100 (more than the
     model's positions): polysemy's word vectors are those of the plain tokenizer, not NaN (the

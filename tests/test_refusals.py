@@ -852,21 +852,25 @@ def test_ctrl_c_is_one_line_and_exit_status_130(argv, said):
     assert (r.returncode, r.stderr, r.stdout) == (130, f"interrupted: {said}\n", ""), r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("case", ["label", "lora"])
+@pytest.mark.parametrize("case", ["valid-label", "test-label", "lora"])
 def test_a_refusal_after_the_model_loads_is_still_the_only_line_on_stderr(case, setup, tmp_path):
-    """finetune.py in a process of its own: loading the MLM checkpoint logs an info line (head
-    dropped, pooler initialised); a validation label the training split lacks, or --lora-modules
-    that match nothing, is found after that. Standard error holds the one refusal line only."""
+    """finetune.py in a process of its own: loading the MLM checkpoint prints an info line (head
+    dropped, pooler initialised). A validation or test label the training split lacks is found
+    before the model is loaded: the refusal is all the command says. --lora-modules that match
+    nothing are found after it: standard error holds the one refusal line only."""
     data = tmp_path / "data"
     shutil.copytree(setup / "data", data)
     extra = []
-    if case == "label":
-        (data / "valid.tsv").write_text("a dull film\tmaybe\n")
+    if case.endswith("label"):
+        (data / f"{case.split('-')[0]}.tsv").write_text("a dull film\tmaybe\n")
     else:
         extra = ["--lora-rank", "2", "--lora-modules", "nothing_matches"]
     r = subprocess.run([sys.executable, "finetune.py", "--checkpoint", str(setup / "ckpt"), "--data", str(data),
                         "--out", str(tmp_path / "out"), "--no-progress", *extra],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
-    assert "initialised a new pooler" in r.stdout, r.stdout
+    if case == "lora":
+        assert "initialised a new pooler" in r.stdout, r.stdout
+    else:
+        assert r.stdout == "" and "labels ['maybe'] are not in the training split's label set" in r.stderr, r.stdout
     assert not (tmp_path / "out").exists()
