@@ -106,7 +106,8 @@ def main(argv=None):
 
 
 def shown(guesses) -> str:
-    return "  ".join(f"{g.token} ({g.probability:.3f})" for g in guesses)
+    """A mask's line of guesses; a token holding a line end or a tab (a tokenizer.json may) is escaped."""
+    return "  ".join(f"{one_line(g.token)} ({g.probability:.3f})" for g in guesses)
 
 
 if __name__ == "__main__":

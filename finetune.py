@@ -40,7 +40,7 @@ from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
 from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
-from minibert.run import die, first_line, input_lines, run_script
+from minibert.run import die, first_line, input_lines, run_script, write_advice
 from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
@@ -92,8 +92,6 @@ def read_labelled(args) -> tuple[Labelled, object]:
                 die(f"--data {args.data}: give a .csv, .tsv or .jsonl file (columns text and label), or a folder")
             files = dict.fromkeys(("train", "valid", "test"), args.data)
             rows = split_rows(read_split(args.data), args.valid_fraction, args.test_fraction, args.data)
-            print(f"{args.data} split by label (seed 0): {len(rows['train']):,} training, {len(rows['valid']):,} "
-                  f"validation, {len(rows['test']):,} test rows")
         else:
             files = split_files(labelled_folder(args.data))
             rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}
@@ -185,25 +183,28 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
     return best.epoch
 
 
+AGAIN = "run again with --overwrite, or choose another --out"  # after a failed write
+
+
 def export_best(model, path: str, tokenizer) -> None:
     try:
         export(model, path, tokenizer)
     except OSError as e:
-        die(f"cannot write {path} ({e.strerror}); free some space or choose another --out")
+        die(f"cannot write {path} ({e.strerror}); {write_advice(e, AGAIN)}")
 
 
 def append_metrics(path: str, record: dict) -> None:
     try:
         append_line(path, json.dumps(record))
     except OSError as e:
-        die(f"cannot append to {path} ({e.strerror}); free some space or choose another --out")
+        die(f"cannot append to {path} ({e.strerror}); {write_advice(e, AGAIN)}")
 
 
 def write_summary(path: str, summary: dict) -> None:
     try:
         write_json(path, summary)
     except OSError as e:
-        die(f"cannot write {path} ({e.strerror}); free some space or choose another --out")
+        die(f"cannot write {path} ({e.strerror}); {write_advice(e, AGAIN)}")
 
 
 def score(args, data: Labelled, pad_id: int, device, plan: Plan, best_epoch: int, t0: float) -> dict:
@@ -275,6 +276,9 @@ def train(args):
     check_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # before any data is loaded
     data, tokenizer = read_labelled(args)
     model, pad_id = build_model(args, data, tokenizer)
+    if os.path.isfile(args.data):  # said once the checkpoint has loaded: a refusal of it is the only line
+        print(f"{args.data} split by label (seed 0): {len(data.rows['train']):,} training, "
+              f"{len(data.rows['valid']):,} validation, {len(data.rows['test']):,} test rows")
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
     targets = tuple(m.strip() for m in args.lora_modules.split(",") if m.strip())
     new_pooler = method == "frozen" and args.head == "pooler" and not has_pooler(args.checkpoint)

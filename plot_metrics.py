@@ -174,9 +174,17 @@ def figure(metrics_path: str):
     if plt is None:
         die(f"cannot plot {metrics_path}: {NO_MATPLOTLIB}")
     records = list(metric_records(metrics_path))
-    if not any(number(r.get("train_loss")) or number(r.get("valid_loss")) for r in records):
+    losses = [r[k] for r in records for k in ("train_loss", "valid_loss") if k in r]
+    left_out = sum(not number(v) for v in losses)
+    if not losses:
         die(f"{metrics_path} holds no loss to draw yet (no record with a train_loss or valid_loss); "
             "plot it once the run has logged a step")
+    if left_out == len(losses):
+        die(f"{metrics_path}: none of its {len(losses):,} logged losses can be drawn (each is NaN, infinite, "
+            "not a number or beyond 1e100): the run diverged, or the file is not a run's log")
+    if left_out:
+        print(f"note: {left_out:,} of the {len(losses):,} logged losses are NaN, infinite, not a number or beyond "
+              "1e100; they are left out of the plot", file=sys.stderr)
     folder = os.path.dirname(os.path.abspath(metrics_path))
     name = os.path.basename(folder)
     if run_kind(folder) == "fine-tuning" or any("epoch" in r for r in records):

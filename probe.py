@@ -42,8 +42,9 @@ import torch
 
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
 from minibert import BertModel, CheckpointError, load_tokenizer
+from minibert.checkpoint import read_config
 from minibert.files import write_file
-from minibert.run import die, run_script
+from minibert.run import die, run_script, write_advice
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.flags import PROBABILITY, SEED, add_device, check_ranges
@@ -250,7 +251,7 @@ def write(out: str, results: dict, text: str, png: bytes | None = None) -> None:
             elif os.path.lexists(os.path.join(out, name)):  # an earlier --run's plot, not of these numbers
                 os.remove(os.path.join(out, name))
     except OSError as e:
-        die(f"cannot write {e.filename or out} ({e.strerror}); free some space or choose another --out")
+        die(f"cannot write {e.filename or out} ({e.strerror}); {write_advice(e, 'run again, or choose another --out')}")
     lock.close()
 
 
@@ -268,7 +269,7 @@ def keep_summary(folder: str, numbers: dict) -> None:
     try:
         write_json(path, numbers)
     except OSError as e:
-        die(f"cannot write {path} ({e.strerror}); free some space or make {folder} writable")
+        die(f"cannot write {path} ({e.strerror}); {write_advice(e, 'run again')}")
 
 
 # ---- the modes ----------------------------------------------------------------------------------
@@ -410,6 +411,19 @@ def settle_flags(args, folders: list[str]) -> None:
     args.seeds = {folder: flags["seed"] if flags else fallback for folder, flags in saved.items()}
 
 
+def check_window(args, folders: list[str]) -> None:
+    """One line if --seq-len (as settled) is longer than a probed model reads; before any data is
+    prepared."""
+    minilm = [fetch_minilm()] if args.checkpoint and "minilm" in args.checkpoint else []
+    for folder in folders + minilm:
+        try:
+            positions = read_config(folder)[0].max_position_embeddings
+        except (CheckpointError, FileNotFoundError):  # no checkpoint to read: loading it says so, in its place
+            continue
+        if args.seq_len > positions:
+            die(f"--seq-len {args.seq_len}: {folder} reads at most {positions} positions; give at most {positions}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = p.add_mutually_exclusive_group(required=True)
@@ -450,6 +464,7 @@ def main(argv=None):
     try:
         folders = probed_checkpoints(args)
         settle_flags(args, folders)
+        check_window(args, folders)
         args.corpus_folder = prepare(args.corpus, root=root)
         args.labelled_folder = labelled_folder("zh" if args.corpus == "zh" else "en", root=root)
         if args.summary:

@@ -38,7 +38,7 @@ from data.prepare import CACHE, CORPORA, prepare
 from minibert import IGNORE_INDEX, PreTrainingOutput
 from minibert.files import write_file
 from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, target_slots
-from minibert.run import die, interrupted, run_script
+from minibert.run import die, interrupted, run_script, write_advice
 from minibert.run.flags import AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, add_device, check_ranges
 from minibert.run.folders import read_json, truncate_metrics, write_json
 from minibert.run.pretraining import (OBJECTIVES, Phase, Run, default_short_seq_len, log, new_or_resumed_model,
@@ -386,7 +386,7 @@ def start_log(run: Run) -> None:
                 else:
                     write_file(run.metrics_path, b"")
             except OSError as e:
-                die(f"cannot write {run.metrics_path} ({e.strerror}); free some space or choose another --out")
+                die(f"cannot write {run.metrics_path} ({e.strerror}); {write_advice(e, 'run again with --resume')}")
 
     main_first(start, run.rank, run.world)
 
@@ -422,7 +422,7 @@ def finish(run: Run, model, valid: dict, result: dict, unigram: tuple[str, float
             try:
                 write_json(summary_path, summary)
             except OSError as e:
-                stop(run, f"cannot write {summary_path} ({e.strerror})", "free some space, then --resume")
+                stop(run, f"cannot write {summary_path} ({e.strerror})", write_advice(e, "--resume"))
         report(summary, run.metrics_path)
     if run.lock:
         run.lock.close()  # releases --out for the next process

@@ -419,13 +419,20 @@ def fetch_minilm(root: str = CACHE) -> str:
 
 def prepared_format(out_dir: str) -> int | None:
     """The format of the corpus prepared in out_dir (1 for one written before formats were
-    numbered), or None when none is."""
+    numbered), or None when none is, or when a file its manifest lists is missing or no longer
+    has the sha256 it was written with (cut short, edited): then it is prepared again."""
     try:
         with open(os.path.join(out_dir, "manifest.json"), "rb") as f:
             manifest = parse_json(f.read())
-    except (OSError, ValueError):
+        if not isinstance(manifest, dict):
+            return None
+        for path, entry in manifest.get("files", {}).items():
+            with open(os.path.join(out_dir, path), "rb") as f:
+                if hashlib.sha256(f.read()).hexdigest() != entry["sha256"]:
+                    return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return manifest.get("format", 1) if isinstance(manifest, dict) else None
+    return manifest.get("format", 1)
 
 
 def remove_caches(out_dir: str) -> None:
@@ -442,12 +449,14 @@ def corpus_dir(corpus: str, root: str = CACHE) -> str:
 
 def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str = CACHE, force: bool = False) -> str:
     """Prepare `corpus` ('en', 'zh', or a name for `text_files`) once; returns its folder."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", corpus) or ".." in corpus:  # a folder name inside `root`
+        raise DataError(f"the corpus name {corpus!r} is not a plain folder name (letters, digits, . _ -): it names "
+                        f"the corpus's folder inside {root}")
     out_dir = corpus_dir(corpus, root)
     found = prepared_format(out_dir)
     if not force and found == FORMAT:
         return out_dir
-    if found not in (None, FORMAT):  # a corpus of an older format: its split differs, so do its caches
-        remove_caches(out_dir)
+    older, listed = found not in (None, FORMAT), manifest_files(out_dir)  # an older format's split differs
     if text_files:
         prepare_text(out_dir, text_files)
     elif corpus == "en":
@@ -457,11 +466,25 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     elif corpus == "zh":
         prepare_zh(out_dir)
     elif corpus.startswith("text-"):  # the name train_mlm.py gives a run's own text files: prepared by it, or not here
-        raise DataError(f"the corpus {corpus!r} (text files a run was trained on) is not prepared in {root}: "
-                        "give the --data-root train_mlm.py prepared it in")
+        raise DataError(f"the corpus {corpus!r} (text files a run was trained on) is not prepared in {root}, or no "
+                        "longer whole: give the --data-root train_mlm.py prepared it in, or train again on the files")
     else:
-        raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)} (train_mlm.py also takes text files)")
+        raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)}, or text files of your own "
+                        "(data/prepare.py --text FILE, train_mlm.py --corpus FILE)")
+    if older or manifest_files(out_dir) != listed:  # other text than its caches were made of
+        remove_caches(out_dir)
     return out_dir
+
+
+def manifest_files(out_dir: str) -> dict | None:
+    """{file: sha256} as the manifest in out_dir lists them (None without a readable one): the
+    text a prepared corpus was, whatever has become of its files since."""
+    try:
+        with open(os.path.join(out_dir, "manifest.json"), "rb") as f:
+            files = parse_json(f.read())["files"]
+        return {path: entry["sha256"] for path, entry in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def labelled_folder(data: str, root: str = CACHE) -> str:

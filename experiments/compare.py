@@ -56,7 +56,7 @@ from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
 from minibert.run.finetuning import Recipe
 from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
-from minibert.run.folders import write_json
+from minibert.run.folders import KINDS, enclosing_run, run_kind, write_json
 from minibert.run.labelled import label_subsets, scores
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
@@ -581,6 +581,10 @@ def main(argv=None):
     out = os.path.join(args.out, args.study)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         die(f"cannot make --out {args.out}: it is a file; give a folder")
+    outer = args.out if run_kind(args.out) in KINDS else enclosing_run(args.out)
+    if outer is not None:  # pruning or --overwrite of that run would delete the study
+        die(f"--out {args.out} is in the {run_kind(outer)} run {outer}; a study never goes inside a run: "
+            "choose another --out")
     task, encoders = load_task_and_encoders(args, s, out)  # refused encoders leave no folder behind
     try:
         os.makedirs(os.path.join(out, "runs"), exist_ok=True)

@@ -277,7 +277,8 @@ def _listing(title: str, items: list[str], limit: int = 20) -> str:
 
 def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
     """Copy HF-named `state` into `model`, strictly (see the module docstring)."""
-    not_finite = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+    not_finite = sorted(k for k, v in state.items()
+                        if v.is_floating_point() and not bool(torch.isfinite(v.float()).all()))  # .float(): fp8 too
     if not_finite:  # every tensor of the file, also a head this model drops and a tied alias: the file is bad
         raise NotFiniteError(source, not_finite)
     own = model.state_dict()
@@ -319,6 +320,11 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
     unexpected = sorted(k for k in state if k not in expected and k not in skipped)
     mismatched = sorted(f"{k}: checkpoint {tuple(state[k].shape)}, model {tuple(own[expected[k]].shape)}"
                         for k in expected if k in state and state[k].shape != own[expected[k]].shape)
+    not_float = sorted(f"{k} ({str(state[k].dtype).removeprefix('torch.')})" for k in expected
+                       if k in state and own[expected[k]].is_floating_point() and not state[k].is_floating_point())
+    if not_float:  # integers or booleans would be cast to floats and computed with, silently
+        raise CheckpointError(f"{source} holds weights that are not floating-point numbers: {', '.join(not_float[:3])}"
+                              f"{' ...' if len(not_float) > 3 else ''}; {_DAMAGED}")
     if missing or unexpected or mismatched:
         parts = [(t, x) for t, x in (("missing from the checkpoint", missing),
                                      ("unexpected in the checkpoint", unexpected),
@@ -459,13 +465,18 @@ def load_tokenizer(path: str | os.PathLike):
 
 def _check_template(file: str, tokenizer) -> None:
     """The tokenizer frames a text as BERT's input, `[CLS] A [SEP]` (its post-processor): every
-    command reads its input that way. A CheckpointError otherwise (no post-processor, another
-    template). (A pair's template is checked where a pair is encoded: attention.py.)"""
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    ids = plain_tokenizer(tokenizer).encode("a").ids
+    command reads its input that way; and it reads a [MASK] the user types as that one token.
+    A CheckpointError otherwise (no post-processor, another template, [MASK] not a special
+    token). (A pair's template is checked where a pair is encoded: attention.py.)"""
+    cls, sep, mask = (tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
+    plain = plain_tokenizer(tokenizer)
+    ids = plain.encode("a").ids
     if cls is None or sep is None or ids[:1] != [cls] or ids[-1:] != [sep] or ids.count(sep) != 1:
         raise CheckpointError(f"{file} does not frame a text as BERT's input, [CLS] text [SEP] (its post_processor), "
                               "so the model would read other input than it was trained on")
+    if mask is not None and plain.encode("[MASK]", add_special_tokens=False).ids != [mask]:
+        raise CheckpointError(f"{file} does not read [MASK] in a text as its one token (id {mask}): [MASK] is not "
+                              "among its special tokens (added_tokens), so a masked text would be split into pieces")
 
 
 def _check_vocabulary(file: str, tokenizer) -> None:

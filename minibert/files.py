@@ -14,6 +14,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 
 try:
@@ -56,6 +57,26 @@ def write_file(path: str, data) -> None:
         if isinstance(e, OSError) and e.filename == tmp:  # name the file the caller asked for
             raise OSError(e.errno, e.strerror, path) from None
         raise
+
+
+def remove_left_temporaries(folder: str) -> None:
+    """Remove what `write_file` left in `folder` (not below it) when its process was killed
+    (kill -9) between writing and renaming: `NAME.tmpPID` of a process that is gone."""
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        found = re.search(r"\.tmp(\d+)$", name)
+        path = os.path.join(folder, name)
+        if found and not (os.path.isdir(path) and not os.path.islink(path)) and not _alive(int(found.group(1))):
+            os.remove(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # another user's process; or no such pid at all
+        return pid < 2 ** 22
+    return True
 
 
 def fresh_folder(path: str) -> None:

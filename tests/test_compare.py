@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import re
 import statistics
 
 import pytest
@@ -398,6 +399,20 @@ def test_budgets_flag_is_checked(tmp_path):
         with refusal("--budgets"):
             compare.main([*bad, "--out", str(tmp_path / "out")])
         assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["the-run", "inside-the-run"])
+def test_a_study_is_never_written_into_a_run(tmp_path, where):
+    """--out a fine-tuning run folder, or a folder inside one (its best/): the study's folders
+    would be deleted with the run by its --overwrite. One line before anything is loaded or made."""
+    run = tmp_path / "cls"
+    (run / "best").mkdir(parents=True)
+    (run / "run.json").write_text('{"kind": "fine-tuning"}')
+    out = run if where == "the-run" else run / "best" / "study"
+    before = sorted(tmp_path.rglob("*"))
+    with refusal(rf"--out {re.escape(str(out))} is in the fine-tuning run .*cls; a study never goes inside a run"):
+        compare.main(["methods", "--quick", "--out", str(out)])
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 def test_bag_of_words_penalty_is_picked_on_validation_the_larger_on_a_tie():

@@ -16,7 +16,7 @@ import finetune
 import minibert.run.pretraining
 import train_mlm
 from minibert.files import append_line
-from minibert.run.folders import LOCK_FILE, claim_run_folder, write_json
+from minibert.run.folders import LOCK_FILE, checkpoints, claim_run_folder, write_json
 
 import conftest
 from conftest import refusal
@@ -463,6 +463,23 @@ def test_a_run_inside_another_run_is_refused(pretrained, setup, tmp_path, corpus
     with refusal(r"is inside the fine-tuning run .*ft"):
         train_mlm.main(pretrain_args(tmp_path / "ft" / "best" / "pre", corpus, pretrained / "cache"))
     assert not (tmp_path / "ft" / "best" / "pre").exists()
+
+
+def test_a_run_moved_into_another_by_hand_is_never_deleted_with_it(pretrained, setup, tmp_path, corpus):
+    """A pretraining run moved (mv) into a fine-tuning run's folder, and another into the oldest
+    checkpoint of a pretraining run: --overwrite of the fine-tuning run refuses in one line,
+    naming it, and a --resume that prunes old checkpoints leaves the one that holds a run."""
+    finetune_run(setup, tmp_path / "ft", "--epochs", "1")
+    shutil.copytree(pretrained / "run", tmp_path / "ft" / "moved", ignore=shutil.ignore_patterns(LOCK_FILE))
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "ft").rglob("*"))
+    with refusal(r"--out .*ft holds another run, .*ft/moved: --overwrite would delete it"):
+        finetune_run(setup, tmp_path / "ft", "--epochs", "1", "--overwrite")
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "ft").rglob("*")) == before
+    run = copy_run(pretrained, tmp_path)
+    oldest = checkpoints(str(run))[0]
+    shutil.copytree(pretrained / "run", os.path.join(oldest, "moved"), ignore=shutil.ignore_patterns(LOCK_FILE))
+    train_mlm.main(pretrain_args(run, corpus, pretrained / "cache", "--resume", "--max-steps", "8", "--keep", "1"))
+    assert os.path.isfile(os.path.join(oldest, "moved", "run.json")) and len(checkpoints(str(run))) == 2
 
 
 def test_overwrite_cut_short_mid_deletion_leaves_a_run_overwrite_replaces(setup, tmp_path, monkeypatch):

@@ -334,6 +334,24 @@ def test_a_text_with_a_line_break_is_echoed_on_one_line(checkpoints, capsys, tex
     assert lines[1].startswith("  mask 1: ") and "\u2028" not in lines[1]
 
 
+def test_a_token_with_a_line_end_is_guessed_on_one_line(tmp_path, capsys):
+    """A tokenizer.json (a transformers-style folder: no digest in config.json) whose token 'cat'
+    became "ca\\nt\\tX": the model's guesses include it, and the mask's line stays one line, the
+    line end and the tab shown as escapes."""
+    tok = wordpiece()
+    saved = json.loads(tok.to_str())
+    vocab = saved["model"]["vocab"]
+    vocab["ca\nt\tX"] = vocab.pop("cat")
+    odd = Tokenizer.from_str(json.dumps(saved))
+    head_only(odd, {"ca\nt\tX": 5.0}).save_pretrained(tmp_path, tokenizer=odd)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("tokenizer_sha256")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    command.main(["--checkpoint", str(tmp_path), "--top-k", "2", "the [MASK] ."])
+    lines = lines_of(capsys.readouterr().out)
+    assert len(lines) == 2 and lines[1].startswith("  mask 1: ca\\nt\\tX (0."), lines
+
+
 @pytest.mark.parametrize("family", ["roberta", "distilbert"])
 def test_a_masked_lm_of_another_architecture_is_refused_for_what_it_is(family, tmp_path, capsys):
     """A RoBERTa or DistilBERT masked-LM checkpoint (transformers' own, tiny) has an MLM head, just

@@ -73,6 +73,14 @@ def test_a_reader_that_closes_standard_output_ends_the_command_quietly(base, set
     assert out.strip()
 
 
+def test_a_ctrl_c_after_the_work_is_done_changes_nothing():
+    """Ctrl-C in the moment after a script's main() has returned (a fine-tuning run whose summary
+    is written) is ignored: exit status 0, nothing said, not 130 with the run reported cut short."""
+    code = ("import os, signal\nfrom minibert.run import run_script\nrun_script(lambda: print('done'), 'cut short')\n"
+            "os.kill(os.getpid(), signal.SIGINT)\nprint('still here')\n")
+    assert script("-c", code) == (0, "done\nstill here\n", "")
+
+
 def test_predict_with_standard_input_closed_is_one_line(base):
     """`finetune.py predict --model RUN <&-`: one line, as fill_mask.py says it."""
     code, out, err = script("finetune.py", "predict", "--model", str(base / "cls"), close_stdin=True)
@@ -126,22 +134,33 @@ def test_a_label_with_a_tab_or_a_line_end_is_one_cell_of_predicts_output(base, t
     assert {line.split("\t")[0] for line in lines} <= {"food\\tdrink", "sports\\nnews"}
 
 
-@pytest.mark.parametrize("case", ["header-again", "lost-label"])
+@pytest.mark.parametrize("case", ["header-again", "bom-header-again-csv", "bom-header-again-tsv", "lost-label"])
 def test_a_labelled_file_that_would_train_a_wrong_class_is_refused(setup, tmp_path, case):
-    """A .csv whose header row comes again mid-file (two files joined) would add a class named
-    "label". A label given only to texts that first have another ("meh" on three texts already
+    """A .csv (or a folder's train.tsv) whose header row comes again mid-file (two files joined,
+    each with its byte-order mark, which stays at the start of the second one's header) would add
+    a class named "label". A label given only to texts that first have another ("meh" on three texts already
     labelled pos) has no unit of its own to stratify: it would sit in training and test, never in
     validation. Both refused in one line naming the cause; no run folder is made. (A repeated text
     with two labels alone, as noisy data has, is kept: it goes with its first row's label.)"""
     rows = [f"a {w} film number {i},{'pos' if w == 'good' else 'neg'}" for i in range(30) for w in ("good", "bad")]
-    if case == "header-again":
-        rows.insert(20, "text,label")
-        pattern = r"data.csv:22: a header row \('text,label'\) after the first line"
+    if case == "bom-header-again-tsv":
+        data = tmp_path / "data"
+        shutil.copytree(setup / "data", data)
+        train = (data / "train.tsv").read_text(encoding="utf-8").splitlines()
+        header = "\ufefftext\tlabel"
+        (data / "train.tsv").write_text("\n".join([header, *train[:50], header, *train[50:]]) + "\n", encoding="utf-8")
+        with refusal(r"train.tsv:52: a header row \('\\ufefftext\\tlabel'\) after the first line"):
+            finetune_run(setup, tmp_path / "run", "--data", str(data))
+        assert not (tmp_path / "run").exists()
+        return
+    if case.startswith(("header-again", "bom-header-again")):
+        rows.insert(20, "\ufefftext,label" if case.startswith("bom") else "text,label")
+        pattern = r"data.csv:22: a header row \('(\\ufeff)?text,label'\) after the first line"
     else:
         rows += [f"a good film number {i},meh" for i in (3, 4, 5)]
         pattern = (r"the label 'meh' is given only to texts that first have another label \(such as 'a good film "
                    r"number 3'\), so it could not be held out")
-    (tmp_path / "data.csv").write_text("text,label\n" + "\n".join(rows) + "\n")
+    (tmp_path / "data.csv").write_text("\ufefftext,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
     with refusal(pattern):
         finetune_run(setup, tmp_path / "run", "--data", str(tmp_path / "data.csv"))
     assert not (tmp_path / "run").exists()
@@ -172,14 +191,17 @@ def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp
 
 
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
-@pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id", "no-post-processor", "pair-in-segment-0"])
+@pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id", "no-post-processor", "mask-not-special",
+                                  "pair-in-segment-0"])
 def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setup, tmp_path, command, case):
     """A transformers-style checkpoint (no digest of its tokenizer in config.json) whose
     tokenizer.json has as many tokens as the model's vocabulary, every id inside it, but whose
     WordPiece unknown-word token is not among them (a word it cannot split stopped the command
     with a traceback), or which gives two tokens one id, so that another id has no token
     (fill-mask printed `None` as a guess), or which has no post-processor (no [CLS] and [SEP]
-    around a text: other input than the model was trained on, silently): one line at load,
+    around a text: other input than the model was trained on, silently), or whose [MASK] is no
+    longer a special token (a typed [MASK] is split into pieces: fill-mask blamed the text for
+    having none): one line at load,
     naming the file; nothing is written. One that puts a pair's second text in segment 0 is
     refused where a pair is encoded (attention.py); fill-mask and fine-tuning, which encode one
     text at a time, run. A tokenizer.json alone (no config.json to give the size) with an id
@@ -195,6 +217,8 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
         tok["model"]["vocab"]["the"] = tok["model"]["vocab"]["."]
     elif case == "no-post-processor":
         tok["post_processor"] = None
+    elif case == "mask-not-special":  # still in the vocabulary, no longer an added token
+        tok["added_tokens"] = [t for t in tok["added_tokens"] if t["content"] != "[MASK]"]
     else:
         for piece in tok["post_processor"]["pair"]:
             next(iter(piece.values()))["type_id"] = 0
@@ -203,6 +227,7 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
     message = {"unk-not-in-vocab": r"its unknown-word token '\[NOT-A-TOKEN\]' is not in its vocabulary",
                "two-tokens-one-id": r"tokenizer\.json gives '\.' and 'the' the same id",
                "no-post-processor": r"tokenizer\.json does not frame a text as BERT's input, \[CLS\] text \[SEP\]",
+               "mask-not-special": r"tokenizer\.json does not read \[MASK\] in a text as its one token \(id 4\)",
                "pair-in-segment-0": r"does not frame a pair as BERT's input"}[case]
     if case == "pair-in-segment-0" and command != "attention":  # only attention.py encodes a pair: the others run
         other_commands(base, setup, tmp_path, ckpt)[command]()
@@ -351,6 +376,53 @@ def test_a_tensor_not_finite_in_a_head_the_command_drops_is_refused_too(base, se
     assert snapshot(tmp_path) == before
 
 
+def test_a_refused_checkpoint_is_all_that_finetune_says_of_one_file(base, setup, tmp_path, capsys):
+    """--data one .tsv file (split here) and a checkpoint with a NaN: the refusal is the only
+    thing said; the split's sizes, announced once the checkpoint has loaded, are not printed
+    before it. With the checkpoint whole the sizes come, then the run."""
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    rewrite_file(ckpt, lambda t: {**t, "cls.predictions.bias": torch.full_like(t["cls.predictions.bias"], float("nan"))})
+    data = tmp_path / "all.tsv"
+    data.write_text("".join((setup / "data" / f"{s}.tsv").read_text() for s in ("train", "valid", "test")))
+    argv = ["--checkpoint", str(ckpt), "--data", str(data), "--out", str(tmp_path / "run"), "--epochs", "1",
+            "--no-progress"]
+    with refusal(r"holds weights that are not finite \(inf or nan\) in cls\.predictions\.bias"):
+        finetune.main(argv)
+    assert capsys.readouterr().out == "" and not (tmp_path / "run").exists()
+    rewrite_file(ckpt, lambda t: {**t, "cls.predictions.bias": torch.zeros_like(t["cls.predictions.bias"])})
+    finetune.main(argv)
+    assert "all.tsv split by label (seed 0): " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("dtype", ["int64", "bool", "uint8", "float8-nan"])
+def test_weights_that_are_not_floats_or_not_finite_in_fp8_are_refused(base, setup, tmp_path, dtype):
+    """The checkpoint's weights rewritten as integers (rounded x100), booleans or bytes: cast to
+    floats they would be computed with, silently. In float8 with a NaN byte: torch has no
+    isfinite for float8, so the check reads them as float32. Each is one line, for every command;
+    float8 weights that are finite load (their values, rounded, are what the file holds)."""
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    convert = {"int64": lambda t: (t * 100).round().to(torch.int64), "bool": lambda t: t > 0,
+               "uint8": lambda t: (t.abs() * 100).clamp(max=255).to(torch.uint8),
+               "float8-nan": lambda t: t.to(torch.float8_e4m3fn)}[dtype]
+
+    def change(tensors):
+        out = {k: convert(v) for k, v in tensors.items()}
+        if dtype == "float8-nan":
+            out["cls.predictions.bias"].view(torch.uint8)[0] = 0x7F  # e4m3fn's NaN
+        return out
+    rewrite_file(ckpt, change)
+    before = snapshot(tmp_path)
+    pattern = (r"holds weights that are not finite \(inf or nan\) in cls\.predictions\.bias" if dtype == "float8-nan"
+               else rf"holds weights that are not floating-point numbers: .*\({dtype}\)")
+    for command in ("fill-mask", "finetune", "attention"):
+        with refusal(pattern):
+            other_commands(base, setup, tmp_path, ckpt)[command]()
+    assert snapshot(tmp_path) == before
+    if dtype == "float8-nan":
+        rewrite_file(ckpt, lambda t: {**t, "cls.predictions.bias": torch.zeros_like(t["cls.predictions.bias"])})
+        other_commands(base, setup, tmp_path, ckpt)["fill-mask"]()
+
+
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
 @pytest.mark.parametrize("family", ["roberta", "electra", "distilbert"])
 def test_a_checkpoint_of_another_architecture_is_refused_by_its_weights_names(base, setup, tmp_path, command, family):
@@ -376,29 +448,49 @@ def test_probing_a_run_of_own_text_under_another_data_root_names_the_data_root(b
     run = copy(base, "pre", tmp_path)
     before = snapshot(tmp_path)
     with refusal(r"^error: the corpus 'text-[0-9a-f]{12}' \(text files a run was trained on\) is not prepared in "
-                 r".*: give the --data-root train_mlm\.py prepared it in$"):
+                 r".*, or no longer whole: give the --data-root train_mlm\.py prepared it in"):
         probe.main(["--summary", str(run), "--data-root", str(tmp_path / "elsewhere")])
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("mode", ["--summary", "--checkpoint"])
+def test_a_probe_window_longer_than_the_model_reads_is_refused_first(base, tmp_path, mode):
+    """--seq-len past the checkpoint's positions (512 here): one line before any data is prepared
+    (a fresh --data-root stays empty), not a traceback from the model after the probing began."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(base / "pre" / "checkpoints" / "step-000002", ckpt)
+    (ckpt / "training_state.pt").unlink()  # a plain checkpoint: no flags of its run to follow
+    with refusal(r"--seq-len 1000: .*ckpt reads at most 512 positions; give at most 512"):
+        probe.main([mode, str(ckpt), "--seq-len", "1000", "--data-root", str(tmp_path / "cache"), "--out",
+                    str(tmp_path / "probes")])
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "probes").exists()
 
 
 # ---- figures from values they cannot draw -------------------------------------------------------
 
 
-def test_plot_metrics_skips_values_too_large_to_draw(tmp_path):
-    """A loss of 1e308 and a rate of 1e308 beside ordinary records (a hand-edited or damaged
-    metrics file): those values are skipped, the rest is drawn (the one point of step 3), and the
-    PNG is written, no traceback."""
+def test_plot_metrics_skips_values_too_large_to_draw(tmp_path, capsys):
+    """A loss of 1e308, one of NaN and a rate of 1e308 beside ordinary records (a hand-edited or
+    damaged metrics file): those values are skipped, with a one-line note that counts the losses
+    left out, the rest is drawn (the one point of step 3), and the PNG is written, no traceback.
+    A file whose every loss is such a value is refused in one line saying so (it is not "no loss
+    yet": the run has logged its steps)."""
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").write_text(
         '{"step": 1, "train_loss": 1e308}\n{"step": 2, "train_loss": -1e308, "lr": 1e308}\n'
-        '{"step": 3, "train_loss": 2.0, "lr": 0.001}\n')
+        '{"step": 3, "train_loss": NaN, "valid_loss": 2.5}\n{"step": 3, "train_loss": 2.0, "lr": 0.001}\n')
     fig = plot_metrics.figure(str(tmp_path / "run" / "metrics.jsonl"))
+    assert capsys.readouterr().err.startswith("note: 3 of the 5 logged losses are NaN, infinite, not a number or "
+                                              "beyond 1e100; they are left out of the plot\nnote: no unigram")
     loss_ax, lr_ax = fig.axes
     assert xy(line_of(loss_ax, "training loss")) == ([3], [2.0])
     assert xy(line_of(lr_ax, "learning rate")) == ([3], [0.001])
     pyplot().close(fig)
     plot_metrics.main([str(tmp_path / "run" / "metrics.jsonl"), "--out", str(tmp_path / "run" / "loss.png")])
     assert (tmp_path / "run" / "loss.png").read_bytes()[:4] == b"\x89PNG"
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1, "train_loss": 1e309}\n{"step": 2, "train_loss": NaN}\n')
+    with refusal(r"metrics.jsonl: none of its 2 logged losses can be drawn \(each is NaN, infinite"):
+        plot_metrics.main([str(tmp_path / "run" / "metrics.jsonl"), "--out", str(tmp_path / "run" / "loss.png")])
 
 
 def test_probes_rewritten_without_a_plot_leave_no_old_plot(tmp_path):
@@ -435,6 +527,85 @@ def test_predict_on_a_run_still_in_its_first_epoch_says_so(base, tmp_path):
         code, _, err = script("finetune.py", "predict", "--model", str(out), stdin="a good film\n")
     assert code == 1 and err == f"error: {out} is still fine-tuning (pid 4242) and has no best/ model yet; predict " \
                                 "once its first epoch is done\n", err
+
+
+@pytest.mark.parametrize("damage", ["cut", "edited", "missing"])
+def test_a_prepared_corpus_that_is_no_longer_whole_is_prepared_again(base, corpus, tmp_path, capsys, damage):
+    """The prepared training split cut to 1,000 bytes, edited (cat -> dog) or removed, its token
+    cache gone: the manifest's sha256 no longer matches, so the corpus is prepared again from its
+    text. That is the text the manifest lists, so the cached tokenizer stays (and is used), and
+    the run trains on the blocks an intact cache gives."""
+    cache = tmp_path / "cache"
+    shutil.copytree(base / "cache", cache)
+    (split,) = cache.glob("text-*/pretrain/train.txt")
+    whole = split.read_bytes()
+    train_mlm.main(pretrain_args(tmp_path / "intact", corpus, cache, "--max-steps", "1"))
+    intact = capsys.readouterr().out.splitlines()[0]
+    if damage == "cut":
+        split.write_bytes(whole[:1000])
+    elif damage == "edited":
+        split.write_bytes(whole.replace(b"cat", b"dog"))
+    else:
+        split.unlink()
+    shutil.rmtree(split.parents[1] / "tokens")
+    train_mlm.main(pretrain_args(tmp_path / "again", corpus, cache, "--max-steps", "1"))
+    assert capsys.readouterr().out.splitlines()[0] == intact and split.read_bytes() == whole
+
+
+@pytest.mark.parametrize("name", ["../victim", "", ".", "a/b", "..", "/abs"])
+def test_a_corpus_name_that_is_not_a_plain_folder_name_is_refused(corpus, tmp_path, name):
+    """data/prepare.py --corpus NAME --text FILE --root R writes R/NAME: a name with a path in it
+    (../victim) wrote the corpus outside R, and an empty one or `.` into R itself. One line;
+    nothing is written, inside R or beside it."""
+    from data import prepare as prepare_script
+    (tmp_path / "root").mkdir()
+    with refusal(r"the corpus name .* is not a plain folder name"):
+        prepare_script.main(["--corpus", name, "--text", str(corpus), "--root", str(tmp_path / "root")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"] and not any((tmp_path / "root").iterdir())
+
+
+def test_temporary_files_of_a_killed_process_are_removed_when_the_run_is_claimed_again(base, corpus, tmp_path):
+    """kill -9 between write_file's write and its rename leaves NAME.tmpPID. The next process to
+    claim the run (here a --resume) removes those of processes that are gone, in the run folder
+    and in checkpoints/, and keeps one of a process still alive (the parent of this one: it may be writing)."""
+    out = copy(base, "pre", tmp_path)
+    gone = next(pid for pid in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{pid}"))
+    left = [out / f"metrics.jsonl.tmp{gone}", out / "checkpoints" / f"latest.tmp{gone}"]
+    alive = out / "checkpoints" / f"latest.tmp{os.getppid()}"
+    for path in (*left, alive):
+        path.write_text("half")
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
+    assert not any(p.exists() for p in left) and alive.exists()
+
+
+def test_a_data_root_inside_a_new_out_is_refused_before_anything_is_made(corpus, tmp_path):
+    """--data-root R/cache beside --out R (which does not exist yet): preparing the corpus first
+    would make R a folder of other files, which the run then refuses, leaving the cache behind,
+    for ever. Refused in one line before anything is made."""
+    with refusal(r"cache, an input of this run, is inside --out .*R, which is not a run yet: give each its own place"):
+        train_mlm.main(pretrain_args(tmp_path / "R", corpus, tmp_path / "R" / "cache", "--max-steps", "1"))
+    assert not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("command", ["train_mlm", "finetune"])
+def test_a_file_size_limit_is_named_as_such_not_as_a_full_disk(base, corpus, setup, tmp_path, command):
+    """`ulimit -f` of 60 kB (set in the child process): the pretraining checkpoint or the
+    fine-tuning run's files do not fit. One line, whose advice is to raise the limit, not to free
+    disk space; no temporary file is left."""
+    import resource
+    cache = tmp_path / "cache"
+    shutil.copytree(base / "cache", cache)
+    argv = ["train_mlm.py", *pretrain_args(tmp_path / "run", corpus, cache, "--max-steps", "2")] \
+        if command == "train_mlm" else ["finetune.py", "--checkpoint", str(setup / "ckpt"), "--data",
+                                        str(setup / "data"), "--out", str(tmp_path / "run"), "--epochs", "1",
+                                        "--no-progress"]
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))  # noqa: E731
+    r = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=300,
+                       preexec_fn=limit)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "(File too large)" in r.stderr and "a file-size limit (ulimit -f) stopped the write: raise it" in r.stderr.lower()
+    assert "free some space" not in r.stderr, r.stderr
+    assert [p for p in tmp_path.rglob("*") if ".tmp" in p.name] == []
 
 
 def test_polysemy_under_a_file_size_limit_is_one_line(stand_in, run_folder, monkeypatch, tmp_path):

@@ -392,14 +392,16 @@ def test_the_data_caches_errors_name_their_cause(corpus, tmp_path, case, pattern
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
 
 
-def test_a_missing_split_file_of_the_cache_is_one_line(base, corpus, tmp_path, capsys):
+def test_a_missing_split_file_of_the_cache_is_made_again(base, corpus, tmp_path):
+    """The prepared validation split removed (its manifest still lists it): the corpus is not
+    whole, so it is prepared again from its text, and the run trains."""
     shutil.copytree(base / "cache", tmp_path / "cache")
     (folder,) = [p.parent.parent for p in (tmp_path / "cache").rglob("pretrain/valid.txt")]
+    whole = (folder / "pretrain" / "valid.txt").read_bytes()
     (folder / "pretrain" / "valid.txt").unlink()
     shutil.rmtree(folder / "tokens")
-    one_line_refusal(capsys, lambda: train_mlm.main(pretrain_args(tmp_path / "run", corpus, tmp_path / "cache")),
-                     r"the data cache .*valid.txt: No such file or directory; .*delete that folder")
-    assert not (tmp_path / "run").exists()
+    train_mlm.main(pretrain_args(tmp_path / "run", corpus, tmp_path / "cache", "--max-steps", "1"))
+    assert (folder / "pretrain" / "valid.txt").read_bytes() == whole and (tmp_path / "run" / "summary.json").is_file()
 
 
 @pytest.mark.parametrize("argv,pattern", [
@@ -624,12 +626,14 @@ def weights_as_bin(ckpt):
     lambda c: edit_training_state(c, lambda s: s.update(step=2.0)),
     lambda c: edit_training_state(c, lambda s: s.update(scheduler=[])),
     lambda c: edit_training_state(c, lambda s: s.update(short_steps="1")),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["state"][0]["exp_avg_sq"].view(-1)[0].fill_(-1.0)),
     weights_as_bin,
 ], ids=["optimizer-empty", "optimizer-state-shape", "masker-rng-size", "step-float", "scheduler-list", "short-steps-str",
-        "weights-bin"])
+        "negative-second-moment", "weights-bin"])
 def test_resume_skips_a_checkpoint_whose_training_state_does_not_restore(base, corpus, tmp_path, capsys, damage):
-    """A training state of wrong types, missing keys or a generator state of another size, or
-    weights without the safetensors header that names their step: the newest checkpoint is
+    """A training state of wrong types, missing keys, a generator state of another size or a
+    negative second moment (its square root would be NaN at the next step), or weights without
+    the safetensors header that names their step: the newest checkpoint is
     skipped with a note, like a damaged file, and the run resumes from step 1."""
     out = copy(base, "pre", tmp_path)
     newest = out / "checkpoints" / "step-000002"
@@ -819,7 +823,7 @@ def test_weights_that_are_not_finite_are_refused_before_any_folder_is_made(comma
             "finetune": ["--checkpoint", str(t / "mlm"), "--data", str(setup / "data"), "--out", str(out)],
             "predict": ["predict", "--model", str(t / "cls"), "--file", str(t / "in.txt")],
             "polysemy": ["--checkpoint", str(t / "mlm"), "--minilm", str(setup / "ckpt"), "--out", str(out)],
-            "probe": ["--checkpoint", str(t / "mlm"), "--out", str(out)]}[command]
+            "probe": ["--checkpoint", str(t / "mlm"), "--out", str(out), "--seq-len", "32"]}[command]
     main = {"fill_mask": fill_mask.main, "finetune": finetune.main, "predict": finetune.main,
             "polysemy": polysemy.main, "probe": probe.main}[command]
     with refusal(r"holds weights that are not finite \(inf or nan\) in (bert\.)?encoder.layer.0.intermediate.dense.weight"):

@@ -16,6 +16,7 @@ stop a script with `die`.
 import contextlib
 import errno
 import os
+import signal
 import sys
 import warnings
 
@@ -37,6 +38,12 @@ def os_problem(e: OSError, where: str, otherwise: str | None = None) -> str:
     advice = _WRITE_ADVICE.get(e.errno, otherwise)
     name = f"{e.filename}: " if e.filename and str(e.filename) != where else ""
     return f"{where}: {name}{e.strerror or e}" + (f"; {advice}" if advice else "")
+
+
+def write_advice(e: OSError, then: str) -> str:
+    """What to do about a failed write: its cause's advice (a full disk: free some space; a
+    file-size limit: raise it; ...), then `then` (how to go on)."""
+    return f"{_WRITE_ADVICE.get(e.errno, 'free some space')}, then {then}"
 
 
 def die(msg: str):
@@ -75,10 +82,12 @@ def run_script(main, on_interrupt: str) -> None:
     """Every script's entry: `main()`. Ctrl-C is one line and exit status 130 (`interrupted`,
     saying `on_interrupt`); a reader that closes standard output early (`... | head -1`) ends the
     script quietly with exit status 141, as a shell's SIGPIPE ends a command, not with a
-    BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too."""
+    BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too. Once
+    main() has returned, Ctrl-C is ignored: the script is done, its exit status 0."""
     warnings.formatwarning = lambda message, category, *_: "warning: " + "; ".join(str(message).splitlines()) + "\n"
     try:
         main()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # finished: a late Ctrl-C must not report the run as cut short
     except KeyboardInterrupt:
         interrupted(on_interrupt)
     except BrokenPipeError:

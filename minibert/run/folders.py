@@ -12,8 +12,8 @@ import shutil
 
 import torch
 
-from ..files import fresh_folder, open_no_link, parse_json, write_file
-from . import die
+from ..files import fresh_folder, open_no_link, parse_json, remove_left_temporaries, write_file
+from . import die, write_advice
 
 try:
     import fcntl  # POSIX: an advisory lock that the kernel releases when the process dies
@@ -76,18 +76,23 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     holder = lock_holder(out) if found in KINDS else None
     if holder is not None:  # said before anything of the run is read: its files may be half-way through a save
         die(f"--out {out} is in use by another process (pid {holder}); wait for it to finish or choose another --out")
+    nested = runs_inside(out) if found == kind and overwrite else []
+    if nested:  # moved in by hand: --overwrite deletes the run's own files only
+        die(f"--out {out} holds another run, {nested[0]}: --overwrite would delete it; move it out, or choose "
+            "another --out")
     if found in KINDS and found != kind:
         die(f"--out {out} already holds a {found} run; choose another --out (--overwrite only replaces a {kind} run)")
     if found and not overwrite and not (resume and found == kind):
         hint = "pass --resume to continue it, " if kind == "pretraining" else ""
         die(f"--out {out} already holds a {found} run; {hint}pass --overwrite to replace it, or choose another --out")
-    if overwrite:
-        root = os.path.realpath(out)
-        for path in inputs:
-            inside = os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep)
-            if path and inside:
-                die(f"--out {out} holds {path}, an input of this run: --overwrite would delete it; "
-                    "choose another --out")
+    root = os.path.realpath(out)
+    for path in inputs:
+        inside = os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep)
+        if path and inside and overwrite:
+            die(f"--out {out} holds {path}, an input of this run: --overwrite would delete it; "
+                "choose another --out")
+        if path and inside and not found:  # a data cache made there first would make --out a folder of other files
+            die(f"{path}, an input of this run, is inside --out {out}, which is not a run yet: give each its own place")
     parent = os.path.abspath(out)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -105,6 +110,13 @@ def enclosing_run(out: str) -> str | None:
             if os.path.isfile(os.path.join(here, RUN_FILE)) and run_kind(here) in KINDS:  # no listing of others
                 return here
     return None
+
+
+def runs_inside(folder: str) -> list[str]:
+    """The run folders below `folder` (not itself): a run never goes inside another, but one can
+    be moved there by hand, and nothing that deletes a run's files may delete it."""
+    return sorted(here for here, _, names in os.walk(folder)
+                  if here != folder and RUN_FILE in names and run_kind(here) in KINDS)
 
 
 def lock_holder(out: str) -> str | None:
@@ -152,6 +164,8 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
     lock.flush()
+    for folder in (out, os.path.join(out, "checkpoints")):  # under the lock: no writer of this run is alive
+        remove_left_temporaries(folder)
     if found and overwrite:  # run.json last: a deletion cut short leaves a run that --overwrite still replaces
         for name in sorted(set(os.listdir(out)) - {LOCK_FILE}, key=lambda name: name == RUN_FILE):
             path = os.path.join(out, name)
@@ -159,7 +173,7 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     try:
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})
     except OSError as e:
-        die(f"cannot write to --out {out}: {e.strerror}; free some space or choose another --out")
+        die(f"cannot write to --out {out}: {e.strerror}; {write_advice(e, 'run again, or choose another --out')}")
     return lock
 
 
@@ -225,7 +239,8 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
     """Write `OUT/checkpoints/step-NNNNNN` into a temporary folder and rename it into place; the
     step is stored in model.safetensors' header too, so weights and training state are known
     to belong together. The file `latest` names it for people; only the newest `keep` are
-    kept. A failure (a full disk) is an OSError, leaving no temporary folder."""
+    kept (an old one holding a run moved into it by hand is left). A failure (a full disk) is an
+    OSError, leaving no temporary folder."""
     root = os.path.join(out, "checkpoints")
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
@@ -242,7 +257,8 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
         shutil.rmtree(tmp, ignore_errors=True)
     write_file(os.path.join(root, "latest"), (name + "\n").encode())
     for old in checkpoints(out)[:-keep]:
-        shutil.rmtree(old)
+        if not runs_inside(old):  # a run moved into an old checkpoint by hand stays, with it
+            shutil.rmtree(old)
     return final
 
 

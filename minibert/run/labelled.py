@@ -80,7 +80,7 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
     header = next(reader, None)
     if header is None:
         raise InputError(f"{path} is empty: give a header row text,label and one row per example")
-    columns = [c.strip().lower() for c in header]
+    columns = [_bare(c) for c in header]
     if "text" not in columns or "label" not in columns:
         raise InputError(f"{path}:1: the header row must name the comma-separated columns text and label, "
                          f"found {header}")
@@ -88,7 +88,7 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
     rows, start = [], reader.line_num + 1
     for r in reader:
         if any(c.strip() for c in r):
-            if [c.strip().lower() for c in r] == columns:
+            if [_bare(c) for c in r] == columns:
                 raise InputError(f"{path}:{start}: a header row ({','.join(r)!r}) after the first line; remove it "
                                  "(were two files joined with their headers?)")
             row = {"text": r[t] if t < len(r) else None, "label": r[y] if y < len(r) else None}
@@ -110,9 +110,15 @@ def _field(row: dict, name: str, path: str, n: int) -> str:
     return str(value)
 
 
+def _bare(cell: str) -> str:
+    """A header cell as compared: lower-case, without spaces or a byte-order mark (a file joined
+    to another keeps the BOM of its own start in the middle of the whole)."""
+    return cell.replace("\ufeff", "").strip().lower()
+
+
 def _is_tsv_header(text: str, label: str) -> bool:
     """True for a header row: text field `text`/`sentence`/`sentence1`, label field `label`."""
-    return text.strip().lower() in ("text", "sentence", "sentence1") and label.strip().lower() == "label"
+    return _bare(text) in ("text", "sentence", "sentence1") and _bare(label) == "label"
 
 
 def split_files(folder: str) -> dict[str, str]:

@@ -33,7 +33,7 @@ from ..masking import MaskingVocab, max_predictions
 from ..model import BertForMaskedLM, BertForPreTraining
 from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
-from . import die, first_line, os_problem
+from . import die, first_line, os_problem, write_advice
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
 from .folders import check_run_folder, checkpoints, claim_run_folder, save_checkpoint
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
@@ -316,7 +316,8 @@ def check_resume(run: Run, ckpt: str, state: dict, model, saved_tokenizer) -> No
 def check_training_state(state: dict, model, device) -> None:
     """Raise if a checkpoint's training state cannot be restored into `model`: it is loaded into
     a throwaway optimizer, schedule and generators first, so a bad one (a wrong type, a missing
-    key, a generator state of another size, any optimizer or schedule number that is not finite) is skipped like a damaged
+    key, a generator state of another size, any optimizer or schedule number that is not finite, a
+    negative second moment) is skipped like a damaged
     file, and nothing the run uses is changed."""
     if type(state["step"]) is not int or state["step"] < 0:
         raise ValueError(f"step {state['step']!r} is not a step number")
@@ -331,6 +332,9 @@ def check_training_state(state: dict, model, device) -> None:
         for value in optimizer.state[p].values():
             if torch.is_tensor(value) and value.dim() and value.shape != p.shape:
                 raise ValueError(f"an optimizer state of shape {tuple(value.shape)} for a parameter of {tuple(p.shape)}")
+        squares = [optimizer.state[p][k] for k in ("exp_avg_sq", "max_exp_avg_sq") if k in optimizer.state[p]]
+        if any(bool((v < 0).any()) for v in squares):
+            raise ValueError("a negative second moment (AdamW's mean of squared gradients), which no step writes")
     for name in ("optimizer", "scheduler"):  # moments, step counts, rates, betas, eps, decay, the schedule's rates
         if not all_finite(state[name]):
             raise ValueError(f"a number in its {name} state that is not finite")
@@ -499,7 +503,7 @@ def log(run: Run, record: dict) -> None:
             try:
                 append_line(run.metrics_path, json.dumps(record))
             except OSError as e:
-                stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", "free some space, then --resume")
+                stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", write_advice(e, "--resume"))
 
     main_first(append, run.rank, run.world)
 
@@ -513,7 +517,6 @@ def save(run: Run, step: int, model, state: dict) -> None:
             try:
                 run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
             except OSError as e:
-                stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})",
-                     "free some space, then --resume")
+                stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})", write_advice(e, "--resume"))
 
     main_first(write, run.rank, run.world)  # the others wait for it, and stop with it
