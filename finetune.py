@@ -32,12 +32,14 @@ import logging
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
+from minibert.checkpoint import read_config
 from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
 from minibert.run import die, first_line, input_lines, run_script, write_advice
@@ -111,13 +113,14 @@ def read_labelled(args) -> tuple[Labelled, object]:
 
 def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
     """The classifier on --checkpoint's encoder, the tokenizer checked against it, and the
-    splits encoded (--max-length checked against the model). Returns (model, pad id)."""
+    splits encoded (--max-length checked against the model). Returns (model, pad id). What needs
+    only config.json is checked first: loading the model prints a line, which would come before."""
     try:
-        model = build_classifier(args.checkpoint, args.head, len(data.labels), dict(enumerate(data.labels)),
-                                 args.dropout)
-    except (CheckpointError, FileNotFoundError, ValueError) as e:
+        with warnings.catch_warnings():  # said once, when the model loads
+            warnings.simplefilter("ignore")
+            config = read_config(args.checkpoint)[0]
+    except (CheckpointError, FileNotFoundError) as e:
         die(f"cannot load --checkpoint {args.checkpoint}: {e}")
-    config = model.bert.config
     vocab, pad_id = tokenizer.get_vocab_size(), tokenizer.token_to_id("[PAD]")
     if vocab > config.vocab_size or pad_id not in (None, config.pad_token_id):
         die(f"the tokenizer in {args.checkpoint} ({vocab} tokens, [PAD] = {pad_id}) does not belong to its model "
@@ -129,6 +132,11 @@ def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
                         for s in ("train", "valid", "test")}
     except InputError as e:
         die(str(e))
+    try:
+        model = build_classifier(args.checkpoint, args.head, len(data.labels), dict(enumerate(data.labels)),
+                                 args.dropout)
+    except (CheckpointError, FileNotFoundError, ValueError) as e:
+        die(f"cannot load --checkpoint {args.checkpoint}: {e}")
     return model, config.pad_token_id if pad_id is None else pad_id
 
 

@@ -856,17 +856,20 @@ def test_ctrl_c_is_one_line_and_exit_status_130(argv, said):
     assert (r.returncode, r.stderr, r.stdout) == (130, f"interrupted: {said}\n", ""), r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("case", ["valid-label", "test-label", "lora"])
+@pytest.mark.parametrize("case", ["valid-label", "test-label", "max-length", "lora"])
 def test_a_refusal_after_the_model_loads_is_still_the_only_line_on_stderr(case, setup, tmp_path):
     """finetune.py in a process of its own: loading the MLM checkpoint prints an info line (head
-    dropped, pooler initialised). A validation or test label the training split lacks is found
-    before the model is loaded: the refusal is all the command says. --lora-modules that match
-    nothing are found after it: standard error holds the one refusal line only."""
+    dropped, pooler initialised). A validation or test label the training split lacks, and a
+    --max-length past the model's positions (config.json's), are found before the model is
+    loaded: the refusal is all the command says. --lora-modules that match nothing are found
+    after it: standard error holds the one refusal line only."""
     data = tmp_path / "data"
     shutil.copytree(setup / "data", data)
     extra = []
     if case.endswith("label"):
         (data / f"{case.split('-')[0]}.tsv").write_text("a dull film\tmaybe\n")
+    elif case == "max-length":
+        extra = ["--max-length", "100000"]
     else:
         extra = ["--lora-rank", "2", "--lora-modules", "nothing_matches"]
     r = subprocess.run([sys.executable, "finetune.py", "--checkpoint", str(setup / "ckpt"), "--data", str(data),
@@ -876,5 +879,6 @@ def test_a_refusal_after_the_model_loads_is_still_the_only_line_on_stderr(case, 
     if case == "lora":
         assert "initialised a new pooler" in r.stdout, r.stdout
     else:
-        assert r.stdout == "" and "labels ['maybe'] are not in the training split's label set" in r.stderr, r.stdout
+        said = "--max-length 100000 exceeds" if case == "max-length" else "labels ['maybe'] are not in the training"
+        assert r.stdout == "" and said in r.stderr, r.stdout
     assert not (tmp_path / "out").exists()

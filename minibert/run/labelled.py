@@ -181,10 +181,16 @@ def check_known_labels(rows, labels, path: str) -> None:
 
 
 def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: str) -> dict:
-    """{"ids": one list of token ids per row ([CLS] ... [SEP], at most max_length), "labels": (S,)}."""
+    """{"ids": one list of token ids per row ([CLS] ... [SEP], at most max_length), "labels": (S,)}.
+    A text the tokenizer reads nothing of (zero-width spaces, control characters: BERT's normalizer
+    drops them) is refused, as an empty text is when the file is read."""
     check_known_labels(rows, label_ids, path)
-    return {"ids": token_ids(tokenizer, [t for t, _ in rows], max_length),
-            "labels": torch.tensor([label_ids[y] for _, y in rows])}
+    ids = token_ids(tokenizer, [t for t, _ in rows], max_length)
+    blank = next((text for (text, _), row in zip(rows, ids) if len(row) <= 2), None)  # [CLS] [SEP] alone
+    if blank is not None:
+        raise InputError(f"{path}: the text {blank!r} holds nothing the tokenizer reads (only invisible or control "
+                         "characters): remove it")
+    return {"ids": ids, "labels": torch.tensor([label_ids[y] for _, y in rows])}
 
 
 def token_ids(tokenizer, texts: list[str], max_length: int | None = None) -> list[list[int]]:
