@@ -19,6 +19,7 @@ import os
 import torch
 
 from minibert import BertModel, CheckpointError, load_tokenizer
+from minibert.checkpoint import NOT_FINITE
 from minibert.files import write_file
 from minibert.run import die, run_script
 from minibert.run.folders import resolve_checkpoint
@@ -56,7 +57,10 @@ def attention(model, tokenizer, text: str, following: str) -> tuple[list[str], t
     ids, types = torch.tensor([enc.ids]), torch.tensor([enc.type_ids])             # (1, T) each
     types = types.clamp(max=model.config.type_vocab_size - 1)
     out = model(ids, token_type_ids=types, output_attentions=True)
-    return enc.tokens, torch.stack([a[0] for a in out.attentions])               # (L, H, T, T)
+    probs = torch.stack([a[0] for a in out.attentions])                         # (L, H, T, T)
+    if not bool(torch.isfinite(probs).all()):  # finite weights too large for float32: never a NaN drawn
+        die(f"the model {NOT_FINITE}")
+    return enc.tokens, probs
 
 
 def head_table(tokens: list[str], probs: torch.Tensor) -> list[list[str]]:

@@ -39,7 +39,7 @@ import torch
 
 from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
-from minibert.checkpoint import read_config
+from minibert.checkpoint import NOT_FINITE, read_config
 from minibert.lora import DEFAULT_TARGETS
 from minibert.model import load_model
 from minibert.run import die, first_line, input_lines, run_script, write_advice
@@ -353,6 +353,8 @@ def predict(args):
     for batch, _ in batches(data, 64, tokenizer.token_to_id("[PAD]") or 0):
         with torch.no_grad():
             probs = logits_of(model, batch).softmax(-1)
+        if not bool(torch.isfinite(probs).all()):  # finite weights too large for float32: never a NaN printed
+            die(f"--model {args.model}: the model {NOT_FINITE}")
         for p in probs:
             k = int(p.argmax())
             print(f"{one_line(id2label[k])}\t{p[k].item():.4f}\t{one_line(texts[i])}")

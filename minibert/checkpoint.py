@@ -222,6 +222,8 @@ _DTYPE_BYTES = {**{name: dtype.itemsize for dtype, name in _SAFETENSORS_DTYPES.i
                 "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}  # every dtype safetensors names
 
 _DAMAGED = "the checkpoint is damaged — re-save or re-download it"
+# what a command says when finite weights still give NaN or inf (too large for float32: a LayerNorm weight of 1e38)
+NOT_FINITE = "computes numbers that are not finite from its weights (they overflow float32): the checkpoint is damaged"
 
 
 def _first_line(e: Exception) -> str:
@@ -520,6 +522,10 @@ def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
     if isinstance(vocab, int) and size != vocab:
         raise CheckpointError(f"{file} has {size:,} tokens, {'more' if size > vocab else 'fewer'} than its model's "
                               f"vocabulary ({vocab:,}): the tokenizer does not belong to its model")
+    pad, pad_id = tokenizer.token_to_id("[PAD]"), config.get("pad_token_id", 0)  # transformers' default: 0
+    if pad is not None and type(pad_id) is int and pad != pad_id:
+        raise CheckpointError(f"{file} gives [PAD] the id {pad:,}, its model's pad_token_id is {pad_id:,}: the "
+                              "tokenizer does not belong to its model")
     token, top = max(tokenizer.get_vocab().items(), key=lambda item: item[1], default=("", -1))
     if isinstance(vocab, int) and top >= vocab:  # as many tokens, but an id past the embedding table
         raise CheckpointError(f"{file} gives {token!r} the id {top:,}, past its model's vocabulary (ids 0 to "

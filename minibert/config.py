@@ -24,6 +24,13 @@ from .files import parse_json, write_file
 # Keys that `transformers` writes into config.json as bookkeeping or for model families
 # other than BERT. They do not change what a BERT computes (tests/test_config.py shows it for
 # each, in transformers itself), so reading them is silent.
+# transformers' encoder families whose class names a config may carry beside model_type "bert" (edited, or
+# converted by hand): their weights differ from BERT's in what the names do not say (RoBERTa's positions start
+# at 2, ALBERT shares its layers, ...)
+_OTHER_FAMILIES = ("Roberta", "XLM", "Camembert", "Electra", "Albert", "DistilBert", "Deberta", "MPNet", "Longformer",
+                   "Ernie", "Nezha", "MobileBert", "MegatronBert", "ConvBert", "SqueezeBert", "RoFormer", "Funnel",
+                   "Data2VecText", "Luke")
+
 _HF_BOOKKEEPING_KEYS = frozenset({
     "architectures", "model_type", "transformers_version", "dtype", "torch_dtype",
     "use_cache", "bos_token_id", "eos_token_id", "label2id", "gradient_checkpointing", "output_past",
@@ -178,9 +185,10 @@ class BertConfig:
         if d.get("model_type", "bert") != "bert":  # HF's model types are lower-case keys: "BERT" names none
             raise ValueError(f"model_type is {d['model_type']!r}, not 'bert': not a BERT's config")
         architectures = d.get("architectures")
-        if "model_type" not in d and isinstance(architectures, (list, str)):  # then the class names the family
-            others = [a for a in ([architectures] if isinstance(architectures, str) else architectures)
-                      if isinstance(a, str) and not a.startswith("Bert")]
+        if isinstance(architectures, (list, str)):  # the classes name the family: without model_type, any
+            names = [a for a in ([architectures] if isinstance(architectures, str) else architectures)
+                     if isinstance(a, str) and not a.startswith("Bert")]  # other than Bert...; beside it, a known one
+            others = names if "model_type" not in d else [a for a in names if a.startswith(_OTHER_FAMILIES)]
             if others:
                 raise ValueError(f"the config describes a {others[0]!r} model, not a BERT")
         for key, (allowed, meaning) in _HF_MATH_KEYS.items():

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 from tokenizers import Tokenizer
 
-from .checkpoint import CheckpointError, check_bert_names, read_config, read_state_dict
+from .checkpoint import NOT_FINITE, CheckpointError, check_bert_names, read_config, read_state_dict
 from .text import pad_batch, plain_tokenizer
 from .model import BertForMaskedLM
 
@@ -120,7 +120,10 @@ def fill_mask(model: BertForMaskedLM, tokenizer: Tokenizer, texts: list[str], k:
             with torch.no_grad():
                 h = model.bert(input_ids, attention_mask).last_hidden_state  # (B, T, C)
                 logits = model.mlm_head(h[is_mask], word_embeddings)         # (N, V): the batch's [MASK]s, row-major
-                top = logits.float().softmax(dim=-1).topk(min(k, logits.shape[-1]), dim=-1)  # (N, k) twice
+                probs = logits.float().softmax(dim=-1)                       # (N, V)
+            if not bool(torch.isfinite(probs).all()):  # finite weights too large for float32: never a NaN printed
+                raise FillMaskError(f"the model {NOT_FINITE}")
+            top = probs.topk(min(k, logits.shape[-1]), dim=-1)               # (N, k) twice
             guesses = iter([[Guess(tokenizer.id_to_token(i), i, p) for i, p in zip(row_ids, row_probs)]
                             for row_ids, row_probs in zip(top.indices.tolist(), top.values.tolist())])
             results += [[next(guesses) for _ in range(row.count(mask_id))] for row in rows]

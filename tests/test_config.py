@@ -112,8 +112,10 @@ def test_unknown_keys_are_ignored_with_one_warning(tmp_path):
 
 def test_not_a_bert_config_is_refused(tmp_path):
     """By its model_type, or without one by its architectures (a RoBERTa config whose model_type
-    was removed); BERT's own classes, minibert's BertForClassification, a user's own class beside
-    model_type "bert", and an architectures that is neither a list nor a name, load."""
+    was removed), or by an architectures naming another known family beside model_type "bert" (a
+    RoBERTa relabelled: its positions start at 2, silently wrong as a BERT); BERT's own classes,
+    minibert's BertForClassification, a user's own class beside model_type "bert", and an
+    architectures that is neither a list nor a name, load."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(ValueError, match="gpt2"):
         BertConfig.load(tmp_path)
@@ -123,6 +125,9 @@ def test_not_a_bert_config_is_refused(tmp_path):
     for names in (["BertForMaskedLM"], ["BertForClassification"], [], None, 1, ["BertModel", None]):
         BertConfig.from_dict({"architectures": names})
     BertConfig.from_dict({"model_type": "bert", "architectures": ["MyEncoder"]})
+    for names in (["RobertaForMaskedLM"], ["BertModel", "ElectraForPreTraining"], "AlbertModel"):  # beside "bert"
+        with pytest.raises(ValueError, match=r"describes a '(Roberta|Electra|Albert)\w+' model, not a BERT"):
+            BertConfig.from_dict({"model_type": "bert", "architectures": names})
     with pytest.raises(FileNotFoundError, match="config.json"):
         BertConfig.load(tmp_path / "nowhere")
 

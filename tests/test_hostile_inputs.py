@@ -206,7 +206,7 @@ def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp
 
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
 @pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id", "no-post-processor", "mask-not-special",
-                                  "pair-in-segment-0"])
+                                  "pad-and-mask-swapped", "pair-in-segment-0"])
 def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setup, tmp_path, command, case):
     """A transformers-style checkpoint (no digest of its tokenizer in config.json) whose
     tokenizer.json has as many tokens as the model's vocabulary, every id inside it, but whose
@@ -215,7 +215,8 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
     (fill-mask printed `None` as a guess), or which has no post-processor (no [CLS] and [SEP]
     around a text: other input than the model was trained on, silently), or whose [MASK] is no
     longer a special token (a typed [MASK] is split into pieces: fill-mask blamed the text for
-    having none): one line at load,
+    having none), or which swaps the ids of [PAD] and [MASK] (fill-mask fed the model its padding
+    id as the mask): one line at load,
     naming the file; nothing is written. One that puts a pair's second text in segment 0 is
     refused where a pair is encoded (attention.py); fill-mask and fine-tuning, which encode one
     text at a time, run. A tokenizer.json alone (no config.json to give the size) with an id
@@ -233,6 +234,13 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
         tok["post_processor"] = None
     elif case == "mask-not-special":  # still in the vocabulary, no longer an added token
         tok["added_tokens"] = [t for t in tok["added_tokens"] if t["content"] != "[MASK]"]
+    elif case == "pad-and-mask-swapped":  # consistently, in the vocabulary and the added tokens
+        swap = {"[PAD]": "[MASK]", "[MASK]": "[PAD]"}
+        ids = {t: tok["model"]["vocab"][t] for t in swap}
+        for t, other in swap.items():
+            tok["model"]["vocab"][t] = ids[other]
+        for added in tok["added_tokens"]:
+            added["id"] = ids.get(swap.get(added["content"]), added["id"])
     else:
         for piece in tok["post_processor"]["pair"]:
             next(iter(piece.values()))["type_id"] = 0
@@ -242,6 +250,7 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
                "two-tokens-one-id": r"tokenizer\.json gives '\.' and 'the' the same id",
                "no-post-processor": r"tokenizer\.json does not frame a text as BERT's input, \[CLS\] text \[SEP\]",
                "mask-not-special": r"tokenizer\.json does not read \[MASK\] in a text as its one token \(id 4\)",
+               "pad-and-mask-swapped": r"tokenizer\.json gives \[PAD\] the id 4, its model's pad_token_id is 0",
                "pair-in-segment-0": r"does not frame a pair as BERT's input"}[case]
     if case == "pair-in-segment-0" and command != "attention":  # only attention.py encodes a pair: the others run
         other_commands(base, setup, tmp_path, ckpt)[command]()
@@ -406,6 +415,26 @@ def test_a_refused_checkpoint_is_all_that_finetune_says_of_one_file(base, setup,
     rewrite_file(ckpt, lambda t: {**t, "cls.predictions.bias": torch.zeros_like(t["cls.predictions.bias"])})
     finetune.main(argv)
     assert "all.tsv split by label (seed 0): " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention", "predict", "probe"])
+def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(base, setup, tmp_path, command):
+    """Every LayerNorm weight set to 1e38: finite, so the file loads, but the hidden states overflow
+    to inf and NaN. fill-mask printed `(nan)` probabilities, predict a NaN and a label, attention a
+    table of NaN (all exit 0); fine-tuning advised a lower learning rate at its first step, before
+    any update; the probes stopped in a traceback. Each is one line saying the model computes
+    numbers that are not finite."""
+    src = base / ("cls" if command == "predict" else "pre")
+    run = tmp_path / src.name
+    shutil.copytree(src, run, ignore=shutil.ignore_patterns(LOCK_FILE))
+    ckpt = run / "best" if command == "predict" else run / "checkpoints" / "step-000002"
+    rewrite_file(ckpt, lambda t: {k: torch.full_like(v, 1e38) if "LayerNorm.weight" in k else v for k, v in t.items()})
+    run_command = {"predict": lambda: finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")]),
+                   "probe": lambda: probe.main(["--summary", str(run), "--data-root", str(base / "cache")]),
+                   }.get(command) or other_commands(base, setup, tmp_path, ckpt)[command]
+    (tmp_path / "in.txt").write_text("a good film\n")
+    with refusal(r"the model computes numbers that are not finite from its weights \(they overflow float32\)"):
+        run_command()
 
 
 @pytest.mark.parametrize("dtype", ["int64", "bool", "uint8", "float8-nan"])

@@ -627,13 +627,24 @@ def weights_as_bin(ckpt):
     lambda c: edit_training_state(c, lambda s: s.update(scheduler=[])),
     lambda c: edit_training_state(c, lambda s: s.update(short_steps="1")),
     lambda c: edit_training_state(c, lambda s: s["optimizer"]["state"][0]["exp_avg_sq"].view(-1)[0].fill_(-1.0)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(lr=-1e-3)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(weight_decay=-5.0)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(betas=(1.5, 0.98))),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(eps=-1.0)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(maximize=True)),
+    lambda c: edit_training_state(c, lambda s: [v.update(step=torch.tensor(1e9)) for v in s["optimizer"]["state"].values()]),
+    lambda c: edit_training_state(c, lambda s: s["scheduler"].update(last_epoch=0)),
+    lambda c: edit_training_state(c, lambda s: s["scheduler"].update(base_lrs=[-1.0] * len(s["scheduler"]["base_lrs"]))),
     weights_as_bin,
 ], ids=["optimizer-empty", "optimizer-state-shape", "masker-rng-size", "step-float", "scheduler-list", "short-steps-str",
-        "negative-second-moment", "weights-bin"])
+        "negative-second-moment", "negative-lr", "negative-decay", "beta-above-1", "negative-eps", "maximize",
+        "adamw-step-count", "schedule-restarted", "negative-base-rate", "weights-bin"])
 def test_resume_skips_a_checkpoint_whose_training_state_does_not_restore(base, corpus, tmp_path, capsys, damage):
-    """A training state of wrong types, missing keys, a generator state of another size or a
-    negative second moment (its square root would be NaN at the next step), or weights without
-    the safetensors header that names their step: the newest checkpoint is
+    """A training state of wrong types, missing keys, a generator state of another size, a
+    negative second moment (its square root would be NaN at the next step), AdamW settings out of
+    their range or gradient ascent, step counts of AdamW or of the schedule other than the
+    checkpoint's (a schedule restarted), or weights without the safetensors header that names
+    their step: the newest checkpoint is
     skipped with a note, like a damaged file, and the run resumes from step 1."""
     out = copy(base, "pre", tmp_path)
     newest = out / "checkpoints" / "step-000002"

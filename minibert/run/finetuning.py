@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from ..checkpoint import NOT_FINITE
 from . import die
 from .training import epoch_order, finetuning_optimizer, update
 
@@ -91,6 +92,8 @@ def fine_tune(model: torch.nn.Module, logits_of, labels: torch.Tensor, recipe: R
         for rows in bar:
             logits = logits_of(rows)                                             # (B, K)
             loss = F.cross_entropy(logits, labels[rows].to(logits.device))
+            if not torch.isfinite(loss) and step == 0:  # before any update: the weights, not the rate
+                die(f"the loss is {loss.item()} at the first step, before any update: the model {NOT_FINITE}")
             if not torch.isfinite(loss):
                 die(f"the loss became {loss.item()} at step {step + 1}; try a lower learning rate than {recipe.lr:g}")
             update(loss, trainable, optimizer, scheduler)

@@ -317,7 +317,7 @@ def check_training_state(state: dict, model, device) -> None:
     """Raise if a checkpoint's training state cannot be restored into `model`: it is loaded into
     a throwaway optimizer, schedule and generators first, so a bad one (a wrong type, a missing
     key, a generator state of another size, any optimizer or schedule number that is not finite, a
-    negative second moment) is skipped like a damaged
+    negative second moment, settings or step counts no run saves) is skipped like a damaged
     file, and nothing the run uses is changed."""
     if type(state["step"]) is not int or state["step"] < 0:
         raise ValueError(f"step {state['step']!r} is not a step number")
@@ -338,11 +338,28 @@ def check_training_state(state: dict, model, device) -> None:
     for name in ("optimizer", "scheduler"):  # moments, step counts, rates, betas, eps, decay, the schedule's rates
         if not all_finite(state[name]):
             raise ValueError(f"a number in its {name} state that is not finite")
+    check_optimizer_settings(optimizer, state["step"], state["scheduler"])
     torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0).load_state_dict(dict(state["scheduler"]))
     torch.Generator(device=device).set_state(state["masker_rng"])
     torch.Generator().set_state(state["torch_rng"])
     if device.type == "cuda" and state["cuda_rng"] is not None:
         torch.Generator(device=device).set_state(state["cuda_rng"])
+
+
+def check_optimizer_settings(optimizer, step: int, scheduler: dict) -> None:
+    """Raise if the restored AdamW or schedule cannot be the one train_mlm.py saved at `step`:
+    betas in [0, 1), eps above 0, rates and decay not negative, no gradient ascent, each
+    parameter's step count and the schedule's equal to the checkpoint's step."""
+    for group in optimizer.param_groups:
+        b1, b2 = group["betas"]
+        if not (0 <= b1 < 1 and 0 <= b2 < 1 and group["eps"] > 0 and group["lr"] >= 0 and group["weight_decay"] >= 0
+                and not group["maximize"]):
+            raise ValueError("an AdamW setting out of its range (betas in [0, 1), eps > 0, rate and decay >= 0, "
+                             "no maximize)")
+    counts = {float(s["step"]) for s in optimizer.state.values() if "step" in s}
+    if counts - {float(step)} or scheduler.get("last_epoch") != step or any(b <= 0 for b in scheduler["base_lrs"]):
+        raise ValueError(f"AdamW's step counts {sorted(counts)} or the schedule's ({scheduler.get('last_epoch')!r}, "
+                         f"base rates {scheduler['base_lrs']}) are not those of step {step}")
 
 
 def all_finite(obj) -> bool:

@@ -44,13 +44,14 @@ probe.py keeps it as SUMMARY_FILE in the run folder.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 
 import torch
 from tokenizers import Tokenizer
 
-from ..checkpoint import CheckpointError, load_tokenizer
+from ..checkpoint import NOT_FINITE, CheckpointError, load_tokenizer
 from ..config import BertConfig
 from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, fixed_masking
@@ -216,6 +217,8 @@ def masked_token_scores(model: BertForMaskedLM, masked: dict[str, torch.Tensor],
         loss_sum += out.loss.item() * len(targets)
         correct += int((out.logits.argmax(-1) == targets).sum())
         n += len(targets)
+    if not math.isfinite(loss_sum):  # finite weights too large for float32
+        raise CheckpointError(f"the model {NOT_FINITE}")
     return {"loss": loss_sum / n, "acc": correct / n, "n": n}
 
 
@@ -355,6 +358,8 @@ def sentence_features(encoder: BertModel, seqs: list[list[int]], pad_id: int, ba
         h = encoder(ids.to(device), attn.to(device)).last_hidden_state.cpu()      # (B, T, C)
         cls.append(h[:, 0])
         mean.append(mean_pool(h, attn))
+    if not all(bool(torch.isfinite(torch.cat(f)).all()) for f in (cls, mean)):  # finite weights too large for float32
+        raise CheckpointError(f"the model {NOT_FINITE}")
     back = torch.empty(len(order), dtype=torch.long)
     back[torch.tensor(order)] = torch.arange(len(order))
     return {"cls": torch.cat(cls)[back], "mean": torch.cat(mean)[back]}
