@@ -315,13 +315,23 @@ def test_the_loop_visits_each_epoch_in_its_order_and_stops_when_told():
 
 
 def test_a_non_finite_loss_stops_the_loop_with_one_line():
-    """A loss of NaN at the first update: the loop stops before any update, naming the step and rate."""
+    """A loss of NaN at the first step, before any update: the rate cannot be the cause, so the line
+    names the model's weights, and nothing is updated. NaN at a later step: the line names the step
+    and the rate."""
     model = torch.nn.Linear(1, 2)
     before = model.weight.detach().clone()
-    with refusal(r"the loss became nan at step 1; try a lower learning rate than 0.001"):
+    with refusal(r"the loss is nan at the first step, before any update: the model computes numbers that are not "
+                 r"finite from its weights"):
         fine_tune(model, lambda rows: torch.full((len(rows), 2), float("nan")) + model.bias, torch.tensor([0, 1]),
                   Recipe(lr=1e-3, epochs=1, batch_size=2))
     assert torch.equal(model.weight, before)
+    calls = []
+
+    def logits(rows):  # finite at the first step, NaN from the second on
+        calls.append(rows)
+        return model.bias.expand(len(rows), 2) * (1.0 if len(calls) == 1 else float("nan"))
+    with refusal(r"the loss became nan at step 2; try a lower learning rate than 0.001"):
+        fine_tune(model, logits, torch.tensor([0, 1, 0, 1]), Recipe(lr=1e-3, epochs=1, batch_size=2))
 
 
 def test_best_epoch_keeps_the_first_best_and_stops_after_patience_epochs_without_one():
