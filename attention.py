@@ -23,7 +23,7 @@ from minibert.checkpoint import NOT_FINITE
 from minibert.files import write_file
 from minibert.run import die, run_script
 from minibert.run.folders import resolve_checkpoint
-from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
+from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot, table
 from minibert.text import plain_tokenizer
 
 TEXT = "the story is simple and the ending is easy to guess ."
@@ -117,10 +117,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not args.text.strip() or not args.next.strip():
         p.error("--text and --next must each hold some text")
-    out = args.out or os.path.join(args.checkpoint[0], "attention.png")
-    fmt = os.path.splitext(out)[1].lstrip(".").lower() or "png"
-    if fmt not in ("png", "pdf", "svg"):
-        p.error(f"--out {out}: give a .png, .pdf or .svg file")
+    if args.out and picture_problem(args.out):  # said before any model is loaded
+        p.error(f"--out {args.out}: {picture_problem(args.out)}")
     models = []
     for path in args.checkpoint:
         name, model, tokenizer = load(path)
@@ -129,6 +127,10 @@ def main(argv=None):
             die(f"--checkpoint {path} has {probs.shape[0]} layers of {probs.shape[1]} heads, the first has "
                 f"{models[0][2].shape[0]} of {models[0][2].shape[1]}: draw checkpoints of one size together")
         models.append((name, tokens, probs))
+    out = args.out or os.path.join(args.checkpoint[0], "attention.png")
+    if picture_problem(out):  # the default, in a checkpoint folder that may not be writable
+        die(f"cannot draw into {out}: {picture_problem(out)}; give --out")
+    for name, tokens, probs in models:
         print(f"{name}: {' '.join(tokens)}")
         print(table(["layer", "head", "on the next token", "on the previous token", "[CLS] on [CLS]", "[CLS] on [SEP]"],
                     head_table(tokens, probs)))
@@ -137,7 +139,7 @@ def main(argv=None):
     if plt is None:
         die(f"no picture: {NO_MATPLOTLIB}")
     try:
-        write_file(out, figure_bytes(draw(plt, models), fmt, dpi=110))
+        write_file(out, figure_bytes(draw(plt, models), os.path.splitext(out)[1][1:].lower() or "png", dpi=110))
     except OSError as e:
         die(f"cannot write {out} ({e.strerror})")
     print(f"picture: {out}")

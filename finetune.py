@@ -385,7 +385,7 @@ def parse_args(argv=None):
     t.add_argument("--lora-rank", type=int, default=0, help="LoRA adapters of this rank (0 = off)")
     t.add_argument("--lora-alpha", type=float, default=None,
                    help="LoRA alpha: the update is scaled by alpha / rank (default: the rank, a scaling of 1)")
-    t.add_argument("--lora-modules", default=",".join(DEFAULT_TARGETS),
+    t.add_argument("--lora-modules", default=None,
                    help="comma-separated name endings of the Linear layers that get adapters "
                         f"(default: {','.join(DEFAULT_TARGETS)})")
     t.add_argument("--epochs", type=int, default=None,
@@ -422,6 +422,10 @@ def parse_args(argv=None):
     if args.command == "train":
         if args.lora_rank and args.freeze_encoder:
             p.error("--lora-rank and --freeze-encoder are two different methods; pick one")
+        if not args.lora_rank and (args.lora_alpha is not None or args.lora_modules is not None):
+            p.error(f"{'--lora-alpha' if args.lora_alpha is not None else '--lora-modules'} shapes LoRA adapters, "
+                    "and there are none without --lora-rank: give a rank, or leave it out")
+        args.lora_modules = args.lora_modules or ",".join(DEFAULT_TARGETS)
         check_ranges(p, args, {"epochs": AT_LEAST_1, "batch_size": AT_LEAST_1, "patience": AT_LEAST_1,
                                "max_steps": AT_LEAST_0, "lora_rank": AT_LEAST_0, "seed": SEED, "lr": POSITIVE,
                                "weight_decay": AT_LEAST_0, "dropout": FRACTION, "lora_alpha": POSITIVE,

@@ -28,9 +28,7 @@ from minibert.files import write_file
 from minibert.run import die, run_script
 from minibert.run.folders import metric_records, read_json, run_kind
 from minibert.run.probes import SUMMARY_FILE
-from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
-
-FORMATS = ("png", "pdf", "svg")  # what --out's extension may ask for (none: PNG)
+from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot
 
 
 # ---- reading the records ----------------------------------------------------------------------
@@ -45,6 +43,11 @@ def number(value, kind=(int, float)) -> bool:
         return math.isfinite(float(value)) and abs(float(value)) < 1e100
     except OverflowError:  # an integer too large for a float
         return False
+
+
+def share(value) -> bool:
+    """An accuracy or a share of the pairs (a baseline's, chance's): a number from 0 to 1."""
+    return number(value) and 0 <= value <= 1
 
 
 def series(records: list[dict], key: str, x: str = "step") -> list[tuple]:
@@ -67,7 +70,7 @@ def ngram_levels(folder: str) -> dict | None:
         levels = {name: numbers["baselines"]["ngram"][name]["loss"] for name in ("unigram", "bigram")}
     except (TypeError, KeyError):
         return None
-    return levels if all(number(v) for v in levels.values()) else None
+    return levels if all(number(v) and v >= 0 for v in levels.values()) else None  # a loss in nats
 
 
 def best_point(accuracy: list[tuple], summary: dict) -> tuple | None:
@@ -130,7 +133,7 @@ def next_sentence_axis(ax, records: list[dict]) -> None:
     pairs, and chance on them (the more common label's share)."""
     draw(ax, series(records, "train_nsp_acc"), linewidth=1, alpha=0.6, label="training (each step's own pairs)")
     draw(ax, series(records, "valid_nsp_acc"), "o-", markersize=3, color="C1", label="validation (fixed held-out pairs)")
-    chance = [r["nsp_chance"] for r in records if number(r.get("nsp_chance"))]
+    chance = [r["nsp_chance"] for r in records if share(r.get("nsp_chance"))]
     if chance:
         ax.axhline(chance[-1], color="gray", linestyle=":", label=f"chance on the held-out pairs: {chance[-1]:.2f}")
     ax.set_ylabel("next-sentence accuracy")
@@ -149,8 +152,11 @@ def finetuning_figure(plt, records: list[dict], summary: dict, name: str):
     baselines = (("bow_valid_acc", "bag-of-words baseline", "--"),
                  ("majority_valid_acc", "majority-class baseline", ":"))
     for key, baseline, style in baselines:
-        if number(summary.get(key)):
+        if share(summary.get(key)):
             acc_ax.axhline(summary[key], color="gray", linestyle=style, label=f"{baseline} ({summary[key]:.3f})")
+        elif key in summary:
+            print(f"note: summary.json's {key} ({repr(summary[key])[:40]}) is not an accuracy from 0 to 1; "
+                  f"no {baseline} line is drawn", file=sys.stderr)
     best = best_point(accuracy, summary)
     if best:
         acc_ax.plot(*best, marker="*", markersize=15, linestyle="none", color="C3",
@@ -213,14 +219,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     out = args.out or os.path.join(os.path.dirname(args.metrics), "loss.png")
     if not os.path.isfile(args.metrics):
-        die(f"{args.metrics}: {'a folder' if os.path.isdir(args.metrics) else 'no such file'}; "
-            "give the metrics.jsonl of a train_mlm.py or finetune.py run")
+        what = "a folder" if os.path.isdir(args.metrics) else "not a file" if os.path.exists(args.metrics) else \
+            "no such file"
+        die(f"{args.metrics}: {what}; give the metrics.jsonl of a train_mlm.py or finetune.py run")
     if os.path.realpath(out) == os.path.realpath(args.metrics):
         die(f"--out {out} is the metrics file itself; give another PNG path")
-    if os.path.splitext(out)[1][1:].lower() not in ("", *FORMATS):
-        die(f"--out {out}: cannot draw a {os.path.splitext(out)[1]} file; give a .png, .pdf or .svg path")
-    if os.path.isdir(out) or not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-        die(f"--out {out}: {'a folder' if os.path.isdir(out) else 'its folder does not exist'}; give a PNG path")
+    if picture_problem(out):
+        die(f"--out {out}: {picture_problem(out)}")
     try:
         print(plot_metrics(args.metrics, out))
     except (OSError, UnicodeDecodeError) as e:

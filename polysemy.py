@@ -121,49 +121,59 @@ def load(path: str, flag: str):
         die(f"cannot load {flag} {path}: {e}")
 
 
-def optional(path: str, flag: str):
-    """(checkpoint folder, encoder, tokenizer) of a checkpoint or train_mlm.py run folder, or
-    (folder, None, None) when it holds no model (the caller prints a note)."""
-    folder = resolve_checkpoint(path)
-    if not os.path.isfile(os.path.join(folder, "config.json")):
-        return folder, None, None
-    return folder, *load(folder, flag)
+def minibert_folder(path: str | None, flag: str, default: str) -> str | None:
+    """The checkpoint folder (the newest of a train_mlm.py run folder) that `flag` names. Not
+    given, its default may be missing (None: the caller notes how to make it); a folder the user
+    named must hold a model (one line otherwise: a mistyped path is not skipped)."""
+    folder = resolve_checkpoint(path or default)
+    if os.path.isfile(os.path.join(folder, "config.json")):
+        return folder
+    if path is not None:
+        die(f"{flag} {path}: no checkpoint there (no config.json); give a checkpoint or a train_mlm.py run folder")
+    return None
 
 
-def minibert_table(path: str, flag: str, name: str, language: str, sentences: dict, pairs, makes: str) -> list:
-    """[(model name, language, rows)] for the minibert checkpoint at `path` (the newest of a run
-    folder), or [] and a note naming the command that `makes` it when there is none."""
-    folder, model, tokenizer = optional(path, flag)
-    if model is None:
-        print(f"(no {language} minibert checkpoint at {path}: run {makes} to add it)\n")
-        return []
-    name = f"{name} ({os.path.basename(os.path.normpath(folder))})"
-    return [(name, language, polysemy_table(name, model, tokenizer, sentences, pairs))]
+def checked_table(name: str, language: str, model, tokenizer, sentences: dict, pairs, where: str) -> list:
+    """[(model name, language, rows)], or one line naming `where` (the flag and its folder) for a
+    model whose vectors are not finite (finite weights too large for float32)."""
+    try:
+        return [(name, language, polysemy_table(name, model, tokenizer, sentences, pairs))]
+    except CheckpointError as e:
+        die(f"{where}: {e}")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minilm", default=None, help="the MiniLM folder (default: fetched into data/cache/minilm)")
-    p.add_argument("--checkpoint", default="runs/mlm-en",
+    p.add_argument("--checkpoint",
                    help="a minibert checkpoint (or train_mlm.py run folder) pretrained on English "
                         "(default: runs/mlm-en, the one `make run` trains; skipped with a note if missing)")
-    p.add_argument("--zh-checkpoint", default="runs/mlm-zh",
+    p.add_argument("--zh-checkpoint",
                    help="a minibert checkpoint (or train_mlm.py run folder) pretrained with --corpus zh "
                         "(default: runs/mlm-zh; skipped with a note if missing)")
     p.add_argument("--out", default="runs/polysemy", help="where the heat map goes (default: runs/polysemy)")
     args = p.parse_args(argv)
+    minibert = [  # (folder or None, flag, language, its name's suffix, sentences, pairs, what makes the default)
+        (minibert_folder(args.checkpoint, "--checkpoint", "runs/mlm-en"), "--checkpoint", "English", "en", ENGLISH_ALL,
+         ENGLISH_ALL_PAIRS, "runs/mlm-en: run `make run` (or `python train_mlm.py --out runs/mlm-en`)"),
+        (minibert_folder(args.zh_checkpoint, "--zh-checkpoint", "runs/mlm-zh"), "--zh-checkpoint", "Chinese", "zh",
+         CHINESE, CHINESE_PAIRS, "runs/mlm-zh: run `python train_mlm.py --corpus zh --out runs/mlm-zh`")]
+    for folder, _, language, _, _, _, makes in minibert:
+        if folder is None:
+            print(f"(no {language} minibert checkpoint at {makes} to add it)\n")
     if args.minilm is None:
         try:
             args.minilm = fetch_minilm()
         except DataError as e:
             die(str(e))
     minilm, minilm_tok = load(args.minilm, "--minilm")
-    tables = [("MiniLM", "English", polysemy_table("MiniLM", minilm, minilm_tok, ENGLISH_ALL, ENGLISH_ALL_PAIRS))]
-    tables += minibert_table(args.checkpoint, "--checkpoint", "minibert-en", "English", ENGLISH_ALL, ENGLISH_ALL_PAIRS,
-                             "`make run` (or `python train_mlm.py --out runs/mlm-en`)")
-    tables.append(("MiniLM", "Chinese", polysemy_table("MiniLM", minilm, minilm_tok, CHINESE, CHINESE_PAIRS)))
-    tables += minibert_table(args.zh_checkpoint, "--zh-checkpoint", "minibert-zh", "Chinese", CHINESE, CHINESE_PAIRS,
-                             "`python train_mlm.py --corpus zh --out runs/mlm-zh`")
+    tables = []
+    for folder, flag, language, code, sentences, pairs_of, _ in minibert:
+        tables += checked_table("MiniLM", language, minilm, minilm_tok, sentences, pairs_of, f"--minilm {args.minilm}")
+        if folder is not None:
+            model, tokenizer = load(folder, flag)
+            name = f"minibert-{code} ({os.path.basename(os.path.normpath(folder))})"
+            tables += checked_table(name, language, model, tokenizer, sentences, pairs_of, f"{flag} {folder}")
     rows = [r for _, _, table in tables for r in table]
     print(f"{pad('model', 26)} {pad('target in sentence A', 22)} {pad('target in sentence B', 22)} "
           f"{pad('senses', 22)} {'contextual':>10s} {'static':>7s}")

@@ -585,6 +585,9 @@ def main(argv=None):
     if outer is not None:  # pruning or --overwrite of that run would delete the study
         die(f"--out {args.out} is in the {run_kind(outer)} run {outer}; a study never goes inside a run: "
             "choose another --out")
+    planted = [path for path in (out, os.path.join(out, "runs")) if os.path.islink(path)]
+    if planted:  # its records would be written wherever the link points
+        die(f"{planted[0]} is a symbolic link; a study never writes through one: remove it, or choose another --out")
     task, encoders = load_task_and_encoders(args, s, out)  # refused encoders leave no folder behind
     try:
         os.makedirs(os.path.join(out, "runs"), exist_ok=True)

@@ -24,14 +24,16 @@ def lines_of(text: str) -> list[str]:
     return re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")) if text else []
 
 
-# a tab, and every character that str.splitlines() (and so some reader) breaks a line at: written as its escape
-_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+# a tab, and every character that str.splitlines() (and so some reader) breaks a line at: written as its escape;
+# and the backslash, doubled, so that an escape shown is never a backslash and a letter of the text itself
+_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\\\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
 
 
 def one_line(text: str) -> str:
     """`text` (a sentence, a label) shown on one line, or as one cell of a tab-separated line: a
     tab, a line end, a form feed, U+2028 and the other characters a reader may break a line at are
-    written as escapes (\\t, \\n, \\x0c, \\u2028)."""
+    written as escapes (\\t, \\n, \\x0c, \\u2028), and a backslash is doubled (\\\\), so that each
+    escape reads one way: `a\\tb` is a tab, `a\\\\tb` a backslash and a t."""
     return text.translate(_BREAKS)
 
 

@@ -415,6 +415,20 @@ def test_a_study_is_never_written_into_a_run(tmp_path, where):
     assert sorted(tmp_path.rglob("*")) == before
 
 
+@pytest.mark.parametrize("link", ["methods", "methods/runs"])
+def test_a_study_never_writes_through_a_link_planted_in_its_folder(tmp_path, tiny_checkpoint, link):
+    """A link at --out/methods or --out/methods/runs to a folder elsewhere: the per-run records
+    would be written there. One line naming the link, before anything is loaded; the folder it
+    points to stays empty."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out" / link).parent.mkdir(parents=True)
+    (tmp_path / "out" / link).symlink_to(elsewhere)
+    with refusal(rf"{re.escape(str(tmp_path / 'out' / link))} is a symbolic link; a study never writes through one"):
+        compare.main(["methods", "--quick", "--out", str(tmp_path / "out"), "--encoders", str(tiny_checkpoint)])
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_bag_of_words_penalty_is_picked_on_validation_the_larger_on_a_tie():
     """"great" marks label 1 and "awful" label 0 in training; every penalty of the grid labels the
     two validation texts right (accuracy 1.0 each), so the tie goes to the largest, 1e-2."""

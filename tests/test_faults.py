@@ -7,6 +7,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -120,9 +121,13 @@ def test_a_second_process_on_the_same_folder_is_refused(pretrained, tmp_path, co
 
 
 def test_unwritable_out_and_a_file_as_out_are_one_line(pretrained, tmp_path, corpus, monkeypatch):
+    """A file as --out, a file above --out (its folder cannot be made: a file, not a folder that
+    is not writable), a folder that is not writable."""
     (tmp_path / "file").write_text("x")
     with refusal("--out .*file is a file; give a folder"):
         train_mlm.main(pretrain_args(tmp_path / "file", corpus, pretrained / "cache"))
+    with refusal(r"cannot make --out \S*file/run: \S*file is a file, not a folder; choose another --out"):
+        train_mlm.main(pretrain_args(tmp_path / "file" / "run", corpus, pretrained / "cache"))
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # as root nothing is unwritable: pretend
     with refusal("cannot write to --out .* is not writable"):
         train_mlm.main(pretrain_args(tmp_path / "new", corpus, pretrained / "cache"))
@@ -293,6 +298,15 @@ def test_the_short_phase_leaves_at_least_one_long_step(pretrained, tmp_path, cor
     train_mlm.main(pretrain_args(tmp_path / "run", corpus, pretrained / "cache", "--max-steps", "2",
                                  "--short-fraction", "0.9"))
     assert shapes == [(32, 8), (8, 32)]
+
+
+def test_one_phase_reads_no_short_seq_len(pretrained, tmp_path, corpus, monkeypatch):
+    """--short-fraction 0 has no short phase, so its --short-seq-len (here 0) is never used: the
+    run trains its one step on 8 blocks of 32, not a division by zero."""
+    shapes = batch_shapes(monkeypatch)
+    train_mlm.main(pretrain_args(tmp_path / "run", corpus, pretrained / "cache", "--max-steps", "1",
+                                 "--short-fraction", "0", "--short-seq-len", "0"))
+    assert shapes == [(8, 32)]
 
 
 @pytest.mark.parametrize("damage,keep", [("training_state.pt", 100), ("training_state.pt", 0),
@@ -480,6 +494,30 @@ def test_a_run_moved_into_another_by_hand_is_never_deleted_with_it(pretrained, s
     shutil.copytree(pretrained / "run", os.path.join(oldest, "moved"), ignore=shutil.ignore_patterns(LOCK_FILE))
     train_mlm.main(pretrain_args(run, corpus, pretrained / "cache", "--resume", "--max-steps", "8", "--keep", "1"))
     assert os.path.isfile(os.path.join(oldest, "moved", "run.json")) and len(checkpoints(str(run))) == 2
+
+
+@pytest.mark.parametrize("into", ["step-000004", ".step-000004.tmp"])
+def test_a_run_moved_into_a_checkpoint_a_resume_writes_again_is_never_deleted(pretrained, tmp_path, corpus, into):
+    """A run moved by hand into checkpoints/step-000004, whose training state is then damaged (so
+    --resume goes back to step 2 and writes step 4 again), or into the temporary folder of step 4
+    that a killed save left (the newest checkpoint gone: the resume starts at step 2): saving
+    step 4 would delete the folder, and the run in it. The resume stops there in one line naming
+    both (after the damaged checkpoint's note), and the run moved in is whole."""
+    out = copy_run(pretrained, tmp_path)
+    step4 = out / "checkpoints" / "step-000004"
+    if into == "step-000004":
+        (step4 / "training_state.pt").write_bytes(b"")
+    else:
+        shutil.rmtree(step4)
+    moved = out / "checkpoints" / into / "moved"
+    shutil.copytree(pretrained / "run", moved, ignore=shutil.ignore_patterns(LOCK_FILE))
+    files = sorted(p.relative_to(moved) for p in moved.rglob("*"))
+    with pytest.raises(SystemExit) as e:
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "4"))
+    assert re.fullmatch(rf"error: cannot write the checkpoint of step 4: \S*{re.escape(into)} holds a run moved "
+                        rf"there by hand, \S*{into}/moved; stopping \(the last good checkpoint is \S*step-000002\)\. "
+                        r"Move it out, then --resume\.", e.value.code), e.value.code
+    assert sorted(p.relative_to(moved) for p in moved.rglob("*")) == files
 
 
 def test_overwrite_cut_short_mid_deletion_leaves_a_run_overwrite_replaces(setup, tmp_path, monkeypatch):

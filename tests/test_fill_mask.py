@@ -323,11 +323,14 @@ def test_standard_input_is_split_at_line_ends_only(checkpoints, monkeypatch, cap
     assert out.count("mask 1:") == 2 and "mask 2:" not in out, out
 
 
-@pytest.mark.parametrize("text", ["the [MASK] .\nthe cat .", "the [MASK] .\u2028the cat .", "the [MASK] .\rthe cat ."])
+@pytest.mark.parametrize("text", ["the [MASK] .\nthe cat .", "the [MASK] .\u2028the cat .", "the [MASK] .\rthe cat .",
+                                  "the [MASK] .\\nthe cat ."])
 def test_a_text_with_a_line_break_is_echoed_on_one_line(checkpoints, capsys, text):
     """A command-line text holding a line end (or a U+2028, a CR) is one text, with one [MASK]:
     its echo above the guesses is one line, the break shown as its escape, so the output stays
-    a text line then its mask lines (a reader that splits lines must not see a line `the cat .`)."""
+    a text line then its mask lines (a reader that splits lines must not see a line `the cat .`).
+    A text that holds a backslash then n is shown with the backslash doubled (as Python's
+    unicode_escape writes it), so that its echo is not the echo of a line end."""
     command.main(["--checkpoint", str(checkpoints / "mlm"), text])
     lines = lines_of(capsys.readouterr().out)
     assert len(lines) == 2 and lines[0] == text.encode("unicode_escape").decode(), lines

@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 import attention
 import finetune
 import plot_metrics
+import polysemy
 import probe
 import train_mlm
 from minibert import BertForMaskedLM, BertModel, load_tokenizer
@@ -417,13 +418,13 @@ def test_a_refused_checkpoint_is_all_that_finetune_says_of_one_file(base, setup,
     assert "all.tsv split by label (seed 0): " in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention", "predict", "probe"])
+@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention", "predict", "probe", "polysemy"])
 def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(base, setup, tmp_path, command):
     """Every LayerNorm weight set to 1e38: finite, so the file loads, but the hidden states overflow
     to inf and NaN. fill-mask printed `(nan)` probabilities, predict a NaN and a label, attention a
-    table of NaN (all exit 0); fine-tuning advised a lower learning rate at its first step, before
-    any update; the probes stopped in a traceback. Each is one line saying the model computes
-    numbers that are not finite."""
+    table of NaN, polysemy NaN similarities (all exit 0); fine-tuning advised a lower learning rate
+    at its first step, before any update; the probes stopped in a traceback. Each is one line
+    saying the model computes numbers that are not finite."""
     src = base / ("cls" if command == "predict" else "pre")
     run = tmp_path / src.name
     shutil.copytree(src, run, ignore=shutil.ignore_patterns(LOCK_FILE))
@@ -431,6 +432,8 @@ def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(ba
     rewrite_file(ckpt, lambda t: {k: torch.full_like(v, 1e38) if "LayerNorm.weight" in k else v for k, v in t.items()})
     run_command = {"predict": lambda: finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")]),
                    "probe": lambda: probe.main(["--summary", str(run), "--data-root", str(base / "cache")]),
+                   "polysemy": lambda: polysemy.main(["--minilm", str(setup / "ckpt"), "--checkpoint", str(run),
+                                                      "--out", str(tmp_path / "poly")]),
                    }.get(command) or other_commands(base, setup, tmp_path, ckpt)[command]
     (tmp_path / "in.txt").write_text("a good film\n")
     with refusal(r"the model computes numbers that are not finite from its weights \(they overflow float32\)"):
@@ -557,6 +560,22 @@ def test_attention_on_a_model_with_one_segment(tmp_path):
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("out,pattern", [
+    ("a.txt", r"--out \S*a.txt: cannot draw a .txt file"),
+    ("file/a.png", r"--out \S*file/a.png: \S*file is a file, not a folder$"),
+    ("missing/a.png", r"--out \S*missing/a.png: its folder \S*missing does not exist$"),
+    (".", r"--out \S*: a folder; give a picture's path$"),
+])
+def test_attention_refuses_a_picture_it_cannot_write_before_it_prints(base, tmp_path, capsys, out, pattern):
+    """--out is checked before any model is loaded: the refusal is the only thing the command
+    says (no table of heads first, then an error), and nothing is written."""
+    (tmp_path / "file").write_text("x")
+    before = snapshot(tmp_path)
+    with refusal(pattern):
+        attention.main(["--checkpoint", str(base / "pre"), "--out", str(tmp_path / out)])
+    assert capsys.readouterr().out == "" and snapshot(tmp_path) == before
+
+
 def test_predict_on_a_run_still_in_its_first_epoch_says_so(base, tmp_path):
     """A fine-tuning run another process holds, with no best/ yet: predict says the run is still
     fine-tuning, not that an --out (which predict does not have) is in use."""
@@ -659,9 +678,9 @@ def test_polysemy_under_a_file_size_limit_is_one_line(stand_in, run_folder, monk
     def too_large(path, data):
         raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), f"{path}.tmp1")
     monkeypatch.setattr(polysemy, "write_file", too_large)
+    monkeypatch.chdir(tmp_path)  # no runs/mlm-zh here
     with refusal(r"heatmap-minilm-en.png: .*File too large; a file-size limit \(ulimit -f\) stopped the write"):
-        polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(run_folder), "--zh-checkpoint",
-                       str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
+        polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(run_folder), "--out", str(tmp_path / "out")])
 
 
 def test_the_probes_plot_skips_an_agreement_source_with_no_item():

@@ -224,6 +224,26 @@ def test_a_finetuning_run_without_its_summary_marks_the_first_best_epoch(tmp_pat
     assert xy(line_of(acc_ax, "best epoch")) == ([2], [0.76])
 
 
+def test_baselines_that_cannot_be_what_they_name_are_not_drawn(tmp_path, drawn, capsys):
+    """summary.json's accuracies -5 and 7, a probes.json unigram loss below 0 (a cross-entropy is
+    at least 0) and a next-sentence chance of 2: no line at an impossible level (it would stretch
+    the axis and read as a real baseline). The accuracies get a note each; the damaged probes.json
+    gets the note of a file that is not probe.py's summary."""
+    summary = {"best_epoch": 3, "bow_valid_acc": 7, "majority_valid_acc": -5}
+    acc_ax = drawn(write_run(tmp_path / "cls", "fine-tuning", finetuning_records(), **{"summary.json": summary})).axes[1]
+    assert horizontal(acc_ax) == {}
+    err = capsys.readouterr().err
+    assert "summary.json's bow_valid_acc (7) is not an accuracy from 0 to 1" in err, err
+    assert "summary.json's majority_valid_acc (-5) is not an accuracy" in err, err
+    ngram = {"baselines": {"ngram": {"unigram": {"loss": -6.75}, "bigram": {"loss": 5.5}}}}
+    fig = drawn(write_run(tmp_path / "mlm", "pretraining", pretraining_records(), **{SUMMARY_FILE: ngram}))
+    assert horizontal(fig.axes[0]) == {}
+    assert "is not probe.py's summary" in capsys.readouterr().err
+    records = [{**r, "nsp_chance": 2.0, "valid_nsp_acc": 0.6} for r in pretraining_records()]
+    fig = drawn(write_run(tmp_path / "nsp", "pretraining", records, **{SUMMARY_FILE: NGRAM}))
+    assert [label for ax in fig.axes for label in horizontal(ax) if label.startswith("chance")] == []
+
+
 def test_make_run_probes_before_the_loss_plot_and_plots_the_finetuning_run():
     """The loss plot reads probes.json, so `probe.py --summary` runs before it; the fine-tuning
     run is drawn after finetune.py."""

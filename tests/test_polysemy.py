@@ -56,7 +56,8 @@ def test_sense_means_are_the_means_of_the_same_and_different_rows():
 
 
 def test_english_pairs_run_on_a_run_folders_newest_checkpoint_and_the_summary_is_their_mean(stand_in, run_folder,
-                                                                                              tmp_path, capsys):
+                                                                                              tmp_path, capsys,
+                                                                                              monkeypatch):
     """--checkpoint RUN: the English pairs run on the run's newest checkpoint (every row checked by
     hand against word_vector on that checkpoint, not on the older one) beside the MiniLM stand-in
     (another tiny model); each model's printed same-sense and different-sense means are the means
@@ -66,8 +67,8 @@ def test_english_pairs_run_on_a_run_folders_newest_checkpoint_and_the_summary_is
     F.cosine_similarity on (1, C) rows there and on (C,) vectors here, which may sum in other
     orders: the 32-term dot product and the two norms move cos <= 1 by <= (32 + 16 + 16) u = 3.8e-6,
     abs 5e-6; step 1's checkpoint differs by more than 1e-4, the other model by more than 1e-2."""
-    rows = polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(run_folder),
-                          "--zh-checkpoint", str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
+    monkeypatch.chdir(tmp_path)  # no runs/mlm-zh here: the Chinese rows are MiniLM's alone
+    rows = polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(run_folder), "--out", str(tmp_path / "out")])
     out = capsys.readouterr().out
     name = "minibert-en (step-000002)"
     assert "no English minibert checkpoint" not in out
@@ -99,15 +100,29 @@ def test_english_pairs_run_on_a_run_folders_newest_checkpoint_and_the_summary_is
     assert max(abs(x - y) for x, y in zip(theirs, ours)) > 1e-2, "the two models must differ"
 
 
-def test_a_missing_checkpoint_is_one_note_naming_make_run(setup, tmp_path, capsys):
-    rows = polysemy.main(["--minilm", str(setup / "ckpt"), "--checkpoint", str(tmp_path / "no-en"),
-                          "--zh-checkpoint", str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
+def test_a_missing_default_checkpoint_is_one_note_naming_make_run(setup, tmp_path, capsys, monkeypatch):
+    """Without --checkpoint and --zh-checkpoint, their defaults (runs/mlm-en, runs/mlm-zh) are
+    looked for and, before `make run`, missing: a note each, and MiniLM's rows alone."""
+    monkeypatch.chdir(tmp_path)
+    rows = polysemy.main(["--minilm", str(setup / "ckpt"), "--out", str(tmp_path / "out")])
     out = capsys.readouterr().out
     notes = [line for line in out.splitlines() if "no English minibert checkpoint" in line]
-    assert len(notes) == 1 and str(tmp_path / "no-en") in notes[0] and "`make run`" in notes[0], out
+    assert len(notes) == 1 and "runs/mlm-en" in notes[0] and "`make run`" in notes[0], out
+    assert sum("no Chinese minibert checkpoint at runs/mlm-zh" in line for line in out.splitlines()) == 1, out
     assert {r["model"] for r in rows} == {"MiniLM"}
     assert "minibert-en" not in out
     summary_line(out, "MiniLM", "English")
+
+
+@pytest.mark.parametrize("flag", ["--checkpoint", "--zh-checkpoint"])
+def test_a_checkpoint_given_that_is_not_there_is_one_line_before_minilm_loads(tmp_path, capsys, flag):
+    """A mistyped folder is not skipped with a note (the run would seem to have no model to
+    compare): one line naming the flag, said before MiniLM is looked for (--minilm here is a
+    folder that does not exist either, so reaching it would be another message)."""
+    with refusal(f"^error: {flag} \\S*typo: no checkpoint there \\(no config.json\\)"):
+        polysemy.main(["--minilm", str(tmp_path / "no-minilm"), flag, str(tmp_path / "typo"),
+                       "--out", str(tmp_path / "out")])
+    assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()
 
 
 def test_a_damaged_checkpoint_is_one_line(stand_in, run_folder, tmp_path):
@@ -115,5 +130,4 @@ def test_a_damaged_checkpoint_is_one_line(stand_in, run_folder, tmp_path):
     shutil.copytree(run_folder / "checkpoints" / "step-000002", damaged)
     (damaged / "model.safetensors").write_bytes(b"12345678")
     with refusal("cannot load --checkpoint .*not a readable safetensors file"):
-        polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(damaged),
-                       "--zh-checkpoint", str(tmp_path / "no-zh"), "--out", str(tmp_path / "out")])
+        polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(damaged), "--out", str(tmp_path / "out")])

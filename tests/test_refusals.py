@@ -342,7 +342,10 @@ def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, 
     ("finetune", ["--lora-rank", "4", "--lora-alpha", "nan"], r"--lora-alpha must be a positive number, got nan"),
     ("finetune", ["--lora-rank", "4", "--lora-alpha", "inf"], r"--lora-alpha must be a positive number, got inf"),
     ("finetune", ["--lora-rank", "4", "--lora-modules", "nothing.here"], r"--lora-modules nothing.here: no Linear"),
-], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "short-default-4", "seed-negative", "seed-huge", "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing"])
+    ("finetune", ["--lora-alpha", "16"], r"--lora-alpha shapes LoRA adapters, and there are none without --lora-rank"),
+    ("finetune", ["--lora-modules", "query"], r"--lora-modules shapes LoRA adapters, and there are none without"),
+], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "short-default-4", "seed-negative", "seed-huge",
+        "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing", "alpha-without-rank", "modules-without-rank"])
 def test_bad_flags_are_one_line_before_anything_is_written(base, corpus, setup, tmp_path, capsys, script, extra,
                                                            pattern):
     """Nothing is made: not the run folder, not a data cache."""
@@ -407,17 +410,22 @@ def test_a_missing_split_file_of_the_cache_is_made_again(base, corpus, tmp_path)
 @pytest.mark.parametrize("argv,pattern", [
     (["missing.jsonl"], "missing.jsonl: no such file"),
     (["."], r"\.: a folder"),
-    (["m.jsonl", "--out", "nowhere/loss.png"], "its folder does not exist"),
+    (["m.jsonl", "--out", "nowhere/loss.png"], r"its folder \S*/nowhere does not exist"),
     (["m.jsonl", "--out", "m.jsonl"], "is the metrics file itself"),
-    (["m.jsonl", "--out", "."], "a folder; give a PNG path"),
+    (["m.jsonl", "--out", "."], "a folder; give a picture's path"),
+    (["m.jsonl", "--out", "m.jsonl/loss.png"], r"--out m.jsonl/loss.png: \S*m.jsonl is a file, not a folder$"),
+    (["fifo"], "fifo: not a file; give the metrics.jsonl"),
     (["empty.jsonl"], r"empty.jsonl holds no loss to draw yet \(no record with a train_loss or valid_loss\)"),
     (["no-loss.jsonl"], r"no-loss.jsonl holds no loss to draw yet"),
-], ids=["missing", "folder", "out-in-missing-folder", "out-is-the-log", "out-is-a-folder", "empty", "no-loss"])
+], ids=["missing", "folder", "out-in-missing-folder", "out-is-the-log", "out-is-a-folder", "out-under-a-file", "fifo",
+        "empty", "no-loss"])
 def test_plot_metrics_bad_paths_are_one_line(tmp_path, capsys, monkeypatch, argv, pattern):
     """A bad path, or a metrics file with no loss in it (empty, or a record of another kind and a
-    cut line): one line, and nothing written (no empty plot)."""
+    cut line): one line, and nothing written (no empty plot). A named pipe is not a file to read
+    (reading it would wait for a writer)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.jsonl").write_text('{"step": 1, "train_loss": 3.0}\n')
+    os.mkfifo(tmp_path / "fifo")
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "no-loss.jsonl").write_text('{"step": 1, "lr": 0.1}\n{"step": 2, "train_lo')
     before = snapshot(tmp_path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..checkpoint import NOT_FINITE, CheckpointError
 from ..text import plain_tokenizer
 from .classification import logits_of, set_trainable
 from .training import adamw
@@ -48,6 +49,7 @@ def word_vector(model, tokenizer, sentence: str, word: str, static: bool = False
 
     static=False: the last hidden state (contextual); static=True: the input word embeddings,
     which are the same in every context (the Word2Vec-like view the exercise contrasts).
+    A vector that is not finite (finite weights too large for float32) is a CheckpointError.
     """
     start = sentence.lower().find(word.lower())
     if start < 0:
@@ -63,7 +65,10 @@ def word_vector(model, tokenizer, sentence: str, word: str, static: bool = False
             vectors = model.embeddings.word_embeddings(ids)[0]       # (T, C)
         else:
             vectors = model(ids).last_hidden_state[0]                # (T, C)
-    return vectors[pieces].mean(dim=0)                              # (C,)
+    vector = vectors[pieces].mean(dim=0)                            # (C,)
+    if not bool(torch.isfinite(vector).all()):  # finite weights too large for float32: never a NaN similarity
+        raise CheckpointError(f"the model {NOT_FINITE}")
+    return vector
 
 
 # ---- exercise 3's sentences: (sentence, target word), and the pairs compared --------------------

@@ -96,6 +96,8 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     parent = os.path.abspath(out)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        die(f"cannot make --out {out}: {parent} is a file, not a folder; choose another --out")
     if not os.access(parent, os.W_OK | os.X_OK):
         die(f"cannot write to --out {out}: {parent} is not writable; choose another --out")
     return found
@@ -235,15 +237,24 @@ def resolve_checkpoint(path: str) -> str:
     return latest or path
 
 
+class RunInside(Exception):
+    """A folder a run would replace holds another run (moved there by hand): nothing is deleted."""
+
+
 def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
     """Write `OUT/checkpoints/step-NNNNNN` into a temporary folder and rename it into place; the
     step is stored in model.safetensors' header too, so weights and training state are known
     to belong together. The file `latest` names it for people; only the newest `keep` are
     kept (an old one holding a run moved into it by hand is left). A failure (a full disk) is an
-    OSError, leaving no temporary folder."""
+    OSError, leaving no temporary folder; a run moved by hand into the folder of this step (one
+    written before and written again after a resume from an earlier step) is a RunInside."""
     root = os.path.join(out, "checkpoints")
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
+    for path in (tmp, final):  # both are replaced: one holding a run moved there by hand is never deleted
+        held = ([path] if run_kind(path) in KINDS else runs_inside(path)) if os.path.isdir(path) else []
+        if held:
+            raise RunInside(f"{path} holds a run moved there by hand, {held[0]}")
     try:
         fresh_folder(tmp)
         model.save_pretrained(tmp, tokenizer=tokenizer, metadata={"step": str(step)})

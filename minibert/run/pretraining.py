@@ -35,7 +35,7 @@ from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
 from . import die, first_line, os_problem, write_advice
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
-from .folders import check_run_folder, checkpoints, claim_run_folder, save_checkpoint
+from .folders import RunInside, check_run_folder, checkpoints, claim_run_folder, save_checkpoint
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
                        pick_device, use_tf32, weights_are_finite)
 
@@ -120,8 +120,11 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
     run = Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
               train, valid, short, train_nsp, valid_pairs, inputs)
-    for blocks, size in ((train, run.global_size), (short, short_global_size(args, run.global_size))):
-        if blocks is not None and len(blocks) < size:
+    splits = [(train, run.global_size)]
+    if short is not None:  # one phase (--short-fraction 0) never reads --short-seq-len
+        splits.append((short, short_global_size(args, run.global_size)))
+    for blocks, size in splits:
+        if len(blocks) < size:
             die(f"the training split has {len(blocks)} blocks of {blocks.input_ids.shape[1]} tokens, fewer than one "
                 f"global batch ({size}); give more text or lower --batch-size")
     return run
@@ -535,5 +538,7 @@ def save(run: Run, step: int, model, state: dict) -> None:
                 run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
             except OSError as e:
                 stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})", write_advice(e, "--resume"))
+            except RunInside as e:
+                stop(run, f"cannot write the checkpoint of step {step}: {e}", "move it out, then --resume")
 
     main_first(write, run.rank, run.world)  # the others wait for it, and stop with it

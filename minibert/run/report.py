@@ -10,8 +10,10 @@ missing, so that a script says why (NO_MATPLOTLIB) and carries on.
 from __future__ import annotations
 
 import io
+import os
 
 NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib)"  # why a plot is missing
+PICTURE_FORMATS = ("png", "pdf", "svg")  # what a picture's extension may ask for (none: PNG)
 
 
 def table(header: list[str], lines: list[list[str]]) -> str:
@@ -38,3 +40,23 @@ def figure_bytes(fig, format: str = "png", **savefig) -> bytes:
     fig.savefig(buffer, format=format, **savefig)
     pyplot().close(fig)
     return buffer.getvalue()
+
+
+def picture_problem(path: str) -> str | None:
+    """Why a picture cannot be written at `path`, said before any work is done: an extension
+    other than PICTURE_FORMATS, a folder there, a folder above it that is missing, a file, or not
+    writable. None when it can."""
+    if os.path.splitext(path)[1][1:].lower() not in ("", *PICTURE_FORMATS):
+        return f"cannot draw a {os.path.splitext(path)[1]} file; give a .png, .pdf or .svg path"
+    if os.path.isdir(path):
+        return "a folder; give a picture's path"
+    folder = above = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        return f"{above} is a file, not a folder"
+    if above != folder:
+        return f"its folder {folder} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"its folder {folder} is not writable"
+    return None
