@@ -471,8 +471,8 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     else:
         raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)}, or text files of your own "
                         "(data/prepare.py --text FILE, train_mlm.py --corpus FILE)")
-    if older or manifest_files(out_dir) != listed:  # other text than its caches were made of
-        remove_caches(out_dir)
+    if older or (listed is not None and manifest_files(out_dir) != listed):  # other text than its caches'
+        remove_caches(out_dir)  # (a damaged manifest: the caches' own keys say whether they are this text's)
     return out_dir
 
 

@@ -69,6 +69,45 @@ def test_two_processes_asking_for_a_new_corpus_tokenizer_get_the_same_one(tmp_pa
     assert sum(f"own{p.pid}" in cached for p in procs) == 1  # one process's own training
 
 
+def corpus_folder(tmp_path, corpus) -> Path:
+    """A prepared corpus's folder by hand: the grammar corpus as its training split."""
+    folder = tmp_path / "corpus"
+    (folder / "pretrain").mkdir(parents=True)
+    (folder / "pretrain" / "train.txt").write_bytes(Path(corpus).read_bytes())
+    return folder
+
+
+@pytest.mark.parametrize("with_key", [True, False], ids=["with-its-key", "without-a-key"])
+def test_a_tokenizer_of_another_size_put_in_the_cache_is_trained_again(tmp_path, corpus, with_key):
+    """tokenizer-120.json (and its key, or not) copied over the name of the 160-word one: asked
+    for 160 words, the cache's key (120 words) or its missing key says it is not that one, so a
+    tokenizer is trained for 160 (152 pieces on this text: the trainer may stop short of the
+    size asked for, so the size alone could not tell a planted file from a trained one)."""
+    from minibert.run.corpus import corpus_tokenizer
+    folder = corpus_folder(tmp_path, corpus)
+    small = corpus_tokenizer(str(folder), 120)
+    for suffix in (".json", ".json.key") if with_key else (".json",):
+        (folder / f"tokenizer-160{suffix}").write_bytes((folder / f"tokenizer-120{suffix}").read_bytes())
+    trained = train_wordpiece(Path(corpus).read_text().splitlines(), 160).get_vocab_size()
+    assert (small.get_vocab_size(), corpus_tokenizer(str(folder), 160).get_vocab_size()) == (120, trained)
+
+
+def test_a_token_cache_of_another_tokenizer_put_in_the_cache_is_made_again(tmp_path, corpus):
+    """The training split's token ids for the 120-word tokenizer, copied to the cache file name of
+    the 160-word one: every id is below 160, so only the key inside the file (the tokenizer's
+    sha256) tells them apart. The 160-word blocks are those of a cache made afresh."""
+    from minibert.run.corpus import corpus_blocks, corpus_tokenizer
+    folder = corpus_folder(tmp_path, corpus)
+    small, large = corpus_tokenizer(str(folder), 120), corpus_tokenizer(str(folder), 160)
+    corpus_blocks(str(folder), small, "train", 32)
+    expected = corpus_blocks(str(folder), large, "train", 32).input_ids
+    small_file, large_file = (folder / "tokens" / f"train-{hashlib.sha256(t.to_str().encode()).hexdigest()[:12]}.pt"
+                              for t in (small, large))
+    large_file.write_bytes(small_file.read_bytes())
+    got = corpus_blocks(str(folder), large, "train", 32).input_ids
+    assert torch.equal(got, expected)
+
+
 def test_packing_without_boundaries_and_last_partial_block():
     """One line of 9 tokens, seq_len 8: no boundary inside, so a block is [CLS] + 6 tokens + [SEP];
     the last block holds the 3 left over, then [SEP] and 3 pads with attention_mask 0."""

@@ -614,6 +614,25 @@ def test_a_prepared_corpus_that_is_no_longer_whole_is_prepared_again(base, corpu
     assert capsys.readouterr().out.splitlines()[0] == intact and split.read_bytes() == whole
 
 
+def test_a_damaged_manifest_prepares_the_text_again_and_keeps_the_caches_made_of_it(base, corpus, tmp_path, capsys):
+    """manifest.json overwritten with bytes that are not JSON: nothing says the prepared text is
+    whole, so it is prepared again from the text file. That text is the one the cached tokenizer
+    and token files were made of, as the keys they carry say: they are kept, the very files (a
+    tokenizer trained again can break ties between pieces otherwise, in another process: other
+    numbers for the same text), and the run prints what it printed before."""
+    cache = tmp_path / "cache"
+    shutil.copytree(base / "cache", cache)
+    (folder,) = cache.glob("text-*")
+    train_mlm.main(pretrain_args(tmp_path / "intact", corpus, cache, "--max-steps", "1"))
+    intact = capsys.readouterr().out.splitlines()[0]
+    caches = {p: p.stat().st_ino for p in [*folder.glob("tokenizer-*.json"), *folder.glob("tokens/*")]}
+    (folder / "manifest.json").write_bytes(b"{garbage")
+    train_mlm.main(pretrain_args(tmp_path / "again", corpus, cache, "--max-steps", "1"))
+    assert capsys.readouterr().out.splitlines()[0] == intact
+    assert len(caches) == 3 and {p: p.stat().st_ino for p in caches} == caches
+    assert json.loads((folder / "manifest.json").read_text())["files"]
+
+
 @pytest.mark.parametrize("name", ["../victim", "", ".", "a/b", "..", "/abs"])
 def test_a_corpus_name_that_is_not_a_plain_folder_name_is_refused(corpus, tmp_path, name):
     """data/prepare.py --corpus NAME --text FILE --root R writes R/NAME: a name with a path in it

@@ -1,27 +1,41 @@
 """The corpus cache: a prepared corpus is a folder with `pretrain/{train,valid}.txt` (one
 paragraph per line, a blank line after each document, as data/prepare.py writes it). The
 WordPiece tokenizer of each vocabulary size and each split's token ids are cached inside that
-folder, so the second run of the same corpus starts at once; a cache file that does not read
-back whole is made again. `corpus_documents` gives a split's documents as sentences of token
-ids, for next-sentence pairs.
+folder, so the second run of the same corpus starts at once. Each cache file carries its key
+(what it was made from); one that does not read back whole, or of another key, is made again.
+`corpus_documents` gives a split's documents as sentences of token ids, for next-sentence pairs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 
 import torch
 from tokenizers import Tokenizer
 
-from ..files import waiting_lock, write_file
+from ..files import parse_json, waiting_lock, write_file
 from ..text import Blocks, lines_of, pack_blocks, plain_tokenizer, sentences, tokenize_lines, train_wordpiece
 
 
+def _split_path(folder: str, split: str) -> str:
+    return os.path.join(folder, "pretrain", f"{split}.txt")
+
+
 def _split_lines(folder: str, split: str) -> list[str]:
-    with open(os.path.join(folder, "pretrain", f"{split}.txt"), encoding="utf-8", newline="") as f:
+    with open(_split_path(folder, split), encoding="utf-8", newline="") as f:
         return lines_of(f.read())
+
+
+def _sha256(path: str) -> str:
+    """The sha256 of a file's bytes, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def corpus_lines(folder: str, split: str) -> list[str]:
@@ -47,31 +61,49 @@ def corpus_documents(folder: str, tokenizer: Tokenizer, split: str) -> list[list
 
 def corpus_tokenizer(folder: str, vocab_size: int) -> Tokenizer:
     """The WordPiece tokenizer of `vocab_size` words trained on the corpus's training split
-    (cached; a cache file that does not read back, cut short by a crash, is trained again).
-    Trained under a lock: on a small corpus the trainer of `tokenizers` breaks ties between
-    equally frequent pieces in an order that varies from process to process, so two runs that
-    start together must not each train their own; the second waits and reads the first's."""
+    (cached in tokenizer-V.json, with its key beside it: the vocabulary size, the sha256 of the
+    text it was trained on and its own; a cached file whose key does not match, cut short by a
+    crash or put there by hand, is trained again). Trained under a lock: on a small corpus the
+    trainer of `tokenizers` breaks ties between equally frequent pieces in an order that varies
+    from process to process, so two runs that start together must not each train their own; the
+    second waits and reads the first's."""
     path = os.path.join(folder, f"tokenizer-{vocab_size}.json")
     with waiting_lock(os.path.join(folder, f"tokenizer-{vocab_size}.lock")):
-        if os.path.isfile(path):
-            try:
-                return Tokenizer.from_file(path)
-            except Exception:  # the tokenizers library raises a bare Exception for a damaged file
-                pass
-        tok = train_wordpiece(corpus_lines(folder, "train"), vocab_size)
-        write_file(path, tok.to_str(pretty=True).encode("utf-8"))
+        key = {"vocab_size": vocab_size, "train_sha256": _sha256(_split_path(folder, "train"))}
+        cached = _cached_tokenizer(path, key)
+        if cached is not None:
+            return cached
+        data = train_wordpiece(corpus_lines(folder, "train"), vocab_size).to_str(pretty=True).encode("utf-8")
+        write_file(path, data)
+        key["tokenizer_sha256"] = hashlib.sha256(data).hexdigest()
+        write_file(f"{path}.key", json.dumps(key).encode("utf-8"))  # written last: a file without it is trained again
         return Tokenizer.from_file(path)
 
 
+def _cached_tokenizer(path: str, key: dict) -> Tokenizer | None:
+    """The tokenizer at `path` if the key written beside it is `key` and names this very file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(f"{path}.key", "rb") as f:
+            if parse_json(f.read()) != {**key, "tokenizer_sha256": hashlib.sha256(data).hexdigest()}:
+                return None
+        return Tokenizer.from_str(data.decode("utf-8"))
+    except Exception:  # missing or damaged (the tokenizers library raises a bare Exception)
+        return None
+
+
 def corpus_blocks(folder: str, tokenizer: Tokenizer, split: str, seq_len: int) -> Blocks:
-    """A split tokenised once (cached beside the corpus, keyed by the tokenizer; a cache file
-    that does not read back whole is made again), then packed."""
-    key = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:12]
-    path = os.path.join(folder, "tokens", f"{split}-{key}.pt")
-    cached = _cached_tokens(path, tokenizer.get_vocab_size())
+    """A split tokenised once (cached beside the corpus, named by the tokenizer, and holding its
+    key: the tokenizer's sha256 and the split text's; a cache file that does not read back whole,
+    or of another key, is made again), then packed."""
+    tokenizer_sha = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
+    key = f"{tokenizer_sha} {_sha256(_split_path(folder, split))}"
+    path = os.path.join(folder, "tokens", f"{split}-{tokenizer_sha[:12]}.pt")
+    cached = _cached_tokens(path, tokenizer.get_vocab_size(), key)
     if cached is None:
         ids, starts = tokenize_lines(tokenizer, corpus_lines(folder, split))
-        cached = {"ids": ids, "starts": starts}
+        cached = {"ids": ids, "starts": starts, "key": key}
         os.makedirs(os.path.dirname(path), exist_ok=True)
         buffer = io.BytesIO()
         torch.save(cached, buffer)
@@ -80,13 +112,14 @@ def corpus_blocks(folder: str, tokenizer: Tokenizer, split: str, seq_len: int) -
                        tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[PAD]"))
 
 
-def _cached_tokens(path: str, vocab_size: int) -> dict | None:
-    """{"ids": (N,), "starts": (S,)} from a token cache file, or None if it is missing or damaged
-    (cut short, or ids outside the vocabulary, or line starts outside the stream)."""
+def _cached_tokens(path: str, vocab_size: int, key: str) -> dict | None:
+    """{"ids": (N,), "starts": (S,), "key": key} from a token cache file, or None if it is missing,
+    of another key, or damaged (cut short, or ids outside the vocabulary, or line starts outside
+    the stream)."""
     try:
         cached = torch.load(path, weights_only=True)
         ids, starts = cached["ids"], cached["starts"]
-        ok = ids.dim() == starts.dim() == 1 and not ids.is_floating_point() and not starts.is_floating_point()
+        ok = cached.get("key") == key and ids.dim() == starts.dim() == 1 and not ids.is_floating_point() and not starts.is_floating_point()
         ok = ok and (len(ids) == 0 or 0 <= int(ids.min()) <= int(ids.max()) < vocab_size)
         ok = ok and (len(starts) == 0 or 0 <= int(starts.min()) <= int(starts.max()) < max(1, len(ids)))
         return cached if ok and bool((starts[1:] >= starts[:-1]).all()) else None
