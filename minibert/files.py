@@ -100,6 +100,23 @@ def waiting_lock(path: str):
         yield
 
 
+def try_lock(f) -> bool:
+    """Take the lock on the open file `f` without waiting: False while another process holds it.
+    The kernel lets go when the process dies, or at `unlock`. POSIX only; elsewhere no lock (True)."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def unlock(f) -> None:
+    if fcntl is not None:
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def append_line(path: str, line: str) -> None:
     """Append one line (a newline is added) to a log file, created if missing; never through a link."""
     fd = open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)

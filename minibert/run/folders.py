@@ -12,13 +12,8 @@ import shutil
 
 import torch
 
-from ..files import fresh_folder, open_no_link, parse_json, remove_left_temporaries, write_file
+from ..files import fresh_folder, open_no_link, parse_json, remove_left_temporaries, try_lock, unlock, write_file
 from . import die, write_advice
-
-try:
-    import fcntl  # POSIX: an advisory lock that the kernel releases when the process dies
-except ImportError:  # Windows: run folders are claimed without a lock
-    fcntl = None
 
 # ---- run folders ----------------------------------------------------------------------------
 
@@ -125,18 +120,16 @@ def lock_holder(out: str) -> str | None:
     """The pid in `out`'s lock file while another process holds the lock (claim_run_folder), else
     None. Only looks: the lock is taken and let go at once."""
     path = os.path.join(out, LOCK_FILE)
-    if fcntl is None or not os.path.isfile(path):
+    if not os.path.isfile(path):
         return None
     try:
         lock = os.fdopen(open_no_link(path, os.O_RDONLY), "r", encoding="utf-8")
     except OSError:
         return None
     with lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not try_lock(lock):
             return lock.read().strip() or "?"
-        fcntl.flock(lock, fcntl.LOCK_UN)
+        unlock(lock)
     return None
 
 
@@ -155,13 +148,10 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         lock = os.fdopen(open_no_link(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     except OSError as e:
         die(f"cannot write to --out {out}: {e.filename or out} {e.strerror}; choose another --out")
-    if fcntl is not None:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.seek(0)
-            die(f"--out {out} is in use by another process (pid {lock.read().strip() or '?'}); "
-                "wait for it to finish or choose another --out")
+    if not try_lock(lock):
+        lock.seek(0)
+        die(f"--out {out} is in use by another process (pid {lock.read().strip() or '?'}); "
+            "wait for it to finish or choose another --out")
     lock.seek(0)
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
