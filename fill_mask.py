@@ -56,7 +56,7 @@ def checkpoint_folder(path: str) -> str:
     if not os.path.isdir(path):
         die(f"--checkpoint {path}: no such folder")
     folder = resolve_checkpoint(path)  # one line for a run without a checkpoint yet
-    if not os.path.isfile(os.path.join(folder, "config.json")):
+    if not os.path.lexists(os.path.join(folder, "config.json")):  # anything else there is refused when read
         die(f"--checkpoint {path} holds no config.json: give a checkpoint folder or a train_mlm.py run folder")
     return folder
 

@@ -85,6 +85,9 @@ class Labelled:
         return [t for t, _ in self.rows[split]]
 
 
+HELD_OUT = 0.1  # the share of each label's rows one --data file gives to validation, and to test
+
+
 def read_labelled(args) -> tuple[Labelled, object]:
     """The splits of --data (a folder's three files, or one file split here) and the tokenizer of
     --checkpoint, or one line saying what is wrong."""
@@ -93,7 +96,12 @@ def read_labelled(args) -> tuple[Labelled, object]:
             if not args.data.endswith((".csv", ".tsv", ".jsonl")):
                 die(f"--data {args.data}: give a .csv, .tsv or .jsonl file (columns text and label), or a folder")
             files = dict.fromkeys(("train", "valid", "test"), args.data)
-            rows = split_rows(read_split(args.data), args.valid_fraction, args.test_fraction, args.data)
+            held_out = [f if f is not None else HELD_OUT for f in (args.valid_fraction, args.test_fraction)]
+            rows = split_rows(read_split(args.data), *held_out, args.data)
+        elif args.valid_fraction is not None or args.test_fraction is not None:
+            given = "--valid-fraction" if args.valid_fraction is not None else "--test-fraction"
+            die(f"{given} splits one --data file; --data {args.data} is a set with its own train, valid and test "
+                "splits: leave it out, or give one file")
         else:
             files = split_files(labelled_folder(args.data))
             rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}
@@ -101,6 +109,13 @@ def read_labelled(args) -> tuple[Labelled, object]:
     except (InputError, DataError, CheckpointError, FileNotFoundError) as e:
         die(str(e))
     labels = sorted({y for _, y in rows["train"]})
+    alike = {}
+    for label in sorted({y for split in rows.values() for _, y in split}):
+        alike.setdefault(label.casefold(), []).append(label)
+    twins = next((found for found in alike.values() if len(found) > 1), None)
+    if twins:  # a typo in one file, most likely: a class of its own that validation and test never score
+        die(f"the labels {twins[0]!r} and {twins[1]!r} of --data {args.data} differ only in case: write one class "
+            "one way")
     if len(labels) < 2:
         die(f"{files['train']} has a single label {labels}; classification needs at least two")
     try:  # before the model is loaded: its info lines would come before this error
@@ -348,6 +363,10 @@ def predict(args):
             "of a `finetune.py train` run")
     args.max_length = checked_max_length(args.max_length, model.config)
     data = {"ids": token_ids(tokenizer, texts, args.max_length), "labels": torch.zeros(len(texts), dtype=torch.long)}
+    blank = next((n for n, row in enumerate(data["ids"], 1) if len(row) <= 2), None)  # [CLS] [SEP] alone
+    if blank is not None:  # as training refuses it: no label is printed for a text the model never sees
+        die(f"{args.file or 'standard input'}: sentence {blank:,} ({texts[blank - 1]!r}) holds nothing the "
+            "tokenizer reads (only invisible or control characters); remove it")
     id2label = model.config.id2label
     i = 0
     for batch, _ in batches(data, 64, tokenizer.token_to_id("[PAD]") or 0):
@@ -373,9 +392,9 @@ def parse_args(argv=None):
     t.add_argument("--data", default="en",
                    help="en (default), zh, a folder with train/valid/test files, or one .csv/.tsv/.jsonl file that "
                         "is split here (--valid-fraction, --test-fraction)")
-    t.add_argument("--valid-fraction", type=float, default=0.1,
+    t.add_argument("--valid-fraction", type=float,
                    help="with one --data file: the share of each label's rows held out for validation (default: 0.1)")
-    t.add_argument("--test-fraction", type=float, default=0.1,
+    t.add_argument("--test-fraction", type=float,
                    help="with one --data file: the share of each label's rows held out for test (default: 0.1)")
     t.add_argument("--out", default="runs/cls-en", help="output folder (default: runs/cls-en)")
     t.add_argument("--head", choices=sorted(HEADS), default=RECIPE.head,

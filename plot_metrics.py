@@ -24,9 +24,9 @@ import math
 import os
 import sys
 
-from minibert.files import write_file
+from minibert.files import read_bytes, write_file
 from minibert.run import die, run_script
-from minibert.run.folders import metric_records, read_json, run_kind
+from minibert.run.folders import metric_records, read_json
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot
 
@@ -50,9 +50,14 @@ def share(value) -> bool:
     return number(value) and 0 <= value <= 1
 
 
+ACCURACIES = ("valid_acc", "train_nsp_acc", "valid_nsp_acc")  # drawn only from 0 to 1
+
+
 def series(records: list[dict], key: str, x: str = "step") -> list[tuple]:
-    """(x, value) of every record in which both are numbers matplotlib can draw (x an integer)."""
-    return [(r[x], r[key]) for r in records if number(r.get(x), int) and number(r.get(key))]
+    """(x, value) of every record in which both are numbers matplotlib can draw (x an integer),
+    the value from 0 to 1 for an accuracy."""
+    drawable = share if key in ACCURACIES else number
+    return [(r[x], r[key]) for r in records if number(r.get(x), int) and drawable(r.get(key))]
 
 
 def phase_changes(records: list[dict]) -> list[tuple]:
@@ -182,6 +187,9 @@ def figure(metrics_path: str):
     records = list(metric_records(metrics_path))
     losses = [r[k] for r in records for k in ("train_loss", "valid_loss") if k in r]
     left_out = sum(not number(v) for v in losses)
+    if not records and read_bytes(metrics_path).strip():
+        die(f"{metrics_path}: none of its lines is a record of a run's log (a JSON object with an integer "
+            "step); give the metrics.jsonl of a train_mlm.py or finetune.py run")
     if not losses:
         die(f"{metrics_path} holds no loss to draw yet (no record with a train_loss or valid_loss); "
             "plot it once the run has logged a step")
@@ -191,9 +199,19 @@ def figure(metrics_path: str):
     if left_out:
         print(f"note: {left_out:,} of the {len(losses):,} logged losses are NaN, infinite, not a number or beyond "
               "1e100; they are left out of the plot", file=sys.stderr)
+    accuracies = [r[k] for r in records for k in ACCURACIES if k in r]
+    odd = sum(not share(v) for v in accuracies)
+    if odd:
+        print(f"note: {odd:,} of the {len(accuracies):,} logged accuracies are not numbers from 0 to 1 (NaN, "
+              "infinite, out of range); they are left out of the plot", file=sys.stderr)
     folder = os.path.dirname(os.path.abspath(metrics_path))
     name = os.path.basename(folder)
-    if run_kind(folder) == "fine-tuning" or any("epoch" in r for r in records):
+    by_epoch = any("epoch" in r for r in records)  # the records decide, whatever run.json beside them says
+    x = "epoch" if by_epoch else "step"
+    if not any(series(records, k, x=x) for k in ("train_loss", "valid_loss")):
+        die(f"{metrics_path}: no loss has a whole-number {x} to draw it at; give the metrics.jsonl of a "
+            "train_mlm.py or finetune.py run")
+    if by_epoch:
         summary = read_json(os.path.join(folder, "summary.json"))
         return finetuning_figure(plt, records, summary if isinstance(summary, dict) else {}, name)
     levels = ngram_levels(folder)

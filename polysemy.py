@@ -31,7 +31,7 @@ from minibert.files import write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint
-from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot
+from minibert.run.report import NO_MATPLOTLIB, figure_bytes, folder_problem, pyplot
 
 # More English words in two senses each, two sentences per sense (both nouns, so the senses are
 # not told apart by the part of speech): each word gives two same-sense pairs and two
@@ -126,7 +126,7 @@ def minibert_folder(path: str | None, flag: str, default: str) -> str | None:
     given, its default may be missing (None: the caller notes how to make it); a folder the user
     named must hold a model (one line otherwise: a mistyped path is not skipped)."""
     folder = resolve_checkpoint(path or default)
-    if os.path.isfile(os.path.join(folder, "config.json")):
+    if os.path.lexists(os.path.join(folder, "config.json")):
         return folder
     if path is not None:
         die(f"{flag} {path}: no checkpoint there (no config.json); give a checkpoint or a train_mlm.py run folder")
@@ -153,14 +153,13 @@ def main(argv=None):
                         "(default: runs/mlm-zh; skipped with a note if missing)")
     p.add_argument("--out", default="runs/polysemy", help="where the heat map goes (default: runs/polysemy)")
     args = p.parse_args(argv)
+    if folder_problem(args.out):  # said before any model is loaded or any table printed
+        die(f"--out {args.out}: {folder_problem(args.out)}; give a folder")
     minibert = [  # (folder or None, flag, language, its name's suffix, sentences, pairs, what makes the default)
         (minibert_folder(args.checkpoint, "--checkpoint", "runs/mlm-en"), "--checkpoint", "English", "en", ENGLISH_ALL,
          ENGLISH_ALL_PAIRS, "runs/mlm-en: run `make run` (or `python train_mlm.py --out runs/mlm-en`)"),
         (minibert_folder(args.zh_checkpoint, "--zh-checkpoint", "runs/mlm-zh"), "--zh-checkpoint", "Chinese", "zh",
          CHINESE, CHINESE_PAIRS, "runs/mlm-zh: run `python train_mlm.py --corpus zh --out runs/mlm-zh`")]
-    for folder, _, language, _, _, _, makes in minibert:
-        if folder is None:
-            print(f"(no {language} minibert checkpoint at {makes} to add it)\n")
     if args.minilm is None:
         try:
             args.minilm = fetch_minilm()
@@ -174,6 +173,9 @@ def main(argv=None):
             model, tokenizer = load(folder, flag)
             name = f"minibert-{code} ({os.path.basename(os.path.normpath(folder))})"
             tables += checked_table(name, language, model, tokenizer, sentences, pairs_of, f"{flag} {folder}")
+    for folder, _, language, _, _, _, makes in minibert:  # said once every model given has loaded
+        if folder is None:
+            print(f"(no {language} minibert checkpoint at {makes} to add it)\n")
     rows = [r for _, _, table in tables for r in table]
     print(f"{pad('model', 26)} {pad('target in sentence A', 22)} {pad('target in sentence B', 22)} "
           f"{pad('senses', 22)} {'contextual':>10s} {'static':>7s}")

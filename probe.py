@@ -76,7 +76,7 @@ def open_spec(spec: str, seeds: dict[str, int]) -> dict:
                 "encoder": BertModel.from_pretrained(path, use_sdpa=True, unpad=True).eval(),
                 "tokenizer": load_tokenizer(path)}
     path = resolve_checkpoint(folder)
-    if not os.path.isfile(os.path.join(path, "config.json")) or not os.path.isfile(os.path.join(path, "tokenizer.json")):
+    if not all(os.path.lexists(os.path.join(path, name)) for name in ("config.json", "tokenizer.json")):
         die(f"{folder} is neither `minilm` nor a checkpoint folder with config.json and tokenizer.json; "
             "pretrain one first with `make run` (it writes runs/mlm-en)")
     if pretrained:
@@ -381,10 +381,14 @@ def probed_checkpoints(args) -> list[str]:
         return [found[-1]]
     if args.summary:
         path = resolve_checkpoint(args.summary)
-        if not os.path.isfile(os.path.join(path, "config.json")):
+        if not os.path.lexists(os.path.join(path, "config.json")):
             die(f"--summary {args.summary}: not a checkpoint or run folder")
         return [path]
     folders = [spec.removeprefix("random:") for spec in args.checkpoint]
+    for folder in folders:  # every one checked before the first is probed
+        if folder != "minilm" and not os.path.lexists(os.path.join(resolve_checkpoint(folder), "config.json")):
+            die(f"--checkpoint {folder}: no checkpoint there (no config.json); give `minilm`, a checkpoint or a "
+                "train_mlm.py run folder")
     return list(dict.fromkeys(resolve_checkpoint(f) for f in folders if f != "minilm"))
 
 

@@ -41,9 +41,9 @@ from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, 
 from minibert.run import die, interrupted, run_script, write_advice
 from minibert.run.flags import AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, add_device, check_ranges
 from minibert.run.folders import read_json, truncate_metrics, write_json
-from minibert.run.pretraining import (OBJECTIVES, Phase, Run, default_short_seq_len, log, new_or_resumed_model,
-                                      phases, planned_short_steps, restore, save, short_global_size, start, stop,
-                                      training_state)
+from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase, Run, default_short_seq_len, log,
+                                      new_or_resumed_model, phases, planned_short_steps, restore, save,
+                                      short_global_size, start, stop, training_state, warmup_length)
 from minibert.run.training import adamw, autocast, lr_factor, main_first
 
 
@@ -149,9 +149,9 @@ def main(argv=None):
     run = start(args, CORPORA, prepare)            # processes, device, checks, the corpus packed into blocks
     model, state = new_or_resumed_model(run)       # new from --seed, or the newest checkpoint that loads whole
     model.to(run.device)
-    # AdamW with RoBERTa's betas (0.9, 0.98) and BERT's eps 1e-6 (BERT used beta2 0.999); decay on matrices only
-    optimizer = adamw(model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=(0.9, 0.98), eps=1e-6)
-    warmup_steps = max(1, int(args.warmup * args.max_steps))
+    # AdamW with RoBERTa's betas and BERT's eps (ADAMW_BETAS, ADAMW_EPS); decay on matrices only
+    optimizer = adamw(model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=ADAMW_BETAS, eps=ADAMW_EPS)
+    warmup_steps = warmup_length(args.warmup, args.max_steps)
     # LambdaLR passes the number of updates done: 0 before step 1
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda done: lr_factor(done, args.max_steps, warmup_steps, args.schedule))

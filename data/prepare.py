@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import errno
 import hashlib
 import html
 import io
@@ -39,7 +40,7 @@ import sys
 import tarfile
 import zipfile
 
-from minibert.files import parse_json, write_file
+from minibert.files import parse_json, read_bytes, write_file
 from minibert.run import os_problem, run_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -305,13 +306,18 @@ def _write_lines(path: str, lines: list[str]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_corpus(out_dir: str, pretrain: dict[str, list[list[str]]], labelled: dict | None, sources: list[str]) -> dict:
+def write_corpus(out_dir: str, pretrain: dict[str, list[list[str]]], labelled: dict | None, sources: list[str],
+                 text_sha256: str | None = None) -> dict:
+    """Write the splits and, last, manifest.json (each file's sha256; for text of one's own, the
+    sha256 of the files it was prepared from, `text_sha256`)."""
     for split, documents in pretrain.items():
         if not documents:
             raise DataError(f"the {split} split of the pretraining corpus is empty: give more text "
                             "(at least a few hundred lines)")
     os.makedirs(out_dir, exist_ok=True)
     manifest = {"format": FORMAT, "sources": sources, "files": {}}
+    if text_sha256:
+        manifest["text_sha256"] = text_sha256
     for split, documents in pretrain.items():
         path = os.path.join("pretrain", f"{split}.txt")
         lines = [line for doc in documents for line in (*doc, "")]  # a blank line ends each document
@@ -388,18 +394,35 @@ def text_documents(text: str) -> list[list[str]]:
     return documents
 
 
+def read_texts(files: list[str]) -> list[bytes]:
+    """The bytes of each of your own text files, or one DataError line naming the one that cannot be read."""
+    try:
+        return [read_bytes(path) for path in files]
+    except OSError as e:
+        raise DataError(f"cannot read {e.filename}: it {e.strerror}" if e.errno in (errno.EISDIR, errno.ENXIO)
+                        else f"cannot read {e.filename}: {e.strerror}") from None
+
+
+def texts_sha256(texts: list[bytes]) -> str:
+    """One digest of several files' bytes, in order (each one's length first: no two lists share it)."""
+    digest = hashlib.sha256()
+    for data in texts:
+        digest.update(len(data).to_bytes(8, "little") + data)
+    return digest.hexdigest()
+
+
 def prepare_text(out_dir: str, files: list[str]) -> dict:
-    documents = []
-    for path in files:
+    documents, texts = [], read_texts(files)
+    for path, data in zip(files, texts):
         try:
-            with open(path, encoding="utf-8", newline="") as f:
-                documents += text_documents(f.read().replace("\r\n", "\n").replace("\r", "\n"))
-        except (OSError, UnicodeDecodeError) as e:
+            documents += text_documents(data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
+        except UnicodeDecodeError as e:
             raise DataError(f"cannot read {path}: {e}") from None
     if not documents:
         raise DataError(f"no text in {', '.join(files)}: give UTF-8 files with one document per line, or blank "
                         "lines between documents")
-    return write_corpus(out_dir, split_pretrain(documents, "text-pretrain"), None, [os.path.abspath(p) for p in files])
+    return write_corpus(out_dir, split_pretrain(documents, "text-pretrain"), None, [os.path.abspath(p) for p in files],
+                        texts_sha256(texts))
 
 
 def fetch_minilm(root: str = CACHE) -> str:
@@ -420,8 +443,7 @@ def fetch_minilm(root: str = CACHE) -> str:
 def read_manifest(out_dir: str) -> dict | None:
     """The manifest.json of the corpus prepared in out_dir, or None without a readable one."""
     try:
-        with open(os.path.join(out_dir, "manifest.json"), "rb") as f:
-            manifest = parse_json(f.read())
+        manifest = parse_json(read_bytes(os.path.join(out_dir, "manifest.json")))
     except (OSError, ValueError):
         return None
     return manifest if isinstance(manifest, dict) else None
@@ -434,9 +456,8 @@ def prepared_format(manifest: dict | None, out_dir: str) -> int | None:
     Every file is read and hashed (the default corpus's 4.7 MB in about 10 ms)."""
     try:
         for path, entry in manifest["files"].items():
-            with open(os.path.join(out_dir, path), "rb") as f:
-                if hashlib.sha256(f.read()).hexdigest() != entry["sha256"]:
-                    return None
+            if hashlib.sha256(read_bytes(os.path.join(out_dir, path))).hexdigest() != entry["sha256"]:
+                return None
     except (OSError, KeyError, TypeError, AttributeError):
         return None
     return manifest.get("format", 1)
@@ -462,7 +483,8 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     out_dir = corpus_dir(corpus, root)
     manifest = read_manifest(out_dir)
     found = prepared_format(manifest, out_dir)
-    if not force and found == FORMAT:
+    same_text = not text_files or (manifest or {}).get("text_sha256") == texts_sha256(read_texts(text_files))
+    if not force and found == FORMAT and same_text:  # (NAME prepared from other files: prepared again from these)
         return out_dir
     older, listed = found not in (None, FORMAT), manifest_files(manifest)  # an older format's split differs
     if text_files:

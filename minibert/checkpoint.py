@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import io
 import json
 import logging
 import math
@@ -51,7 +52,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from .config import TOKENIZER_DIGEST, BertConfig
-from .files import parse_json, write_file
+from .files import open_file, parse_json, read_bytes, write_file
 from .text import plain_tokenizer
 
 logger = logging.getLogger("minibert")
@@ -139,7 +140,7 @@ def read_header(file: str) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
     data_offsets give, inside the file: a header that claims more than the file holds (2^40
     tokens of vocabulary, with a config.json that agrees) is refused before any allocation."""
     try:
-        with open(file, "rb") as f:
+        with os.fdopen(open_file(file, os.O_RDONLY), "rb") as f:
             size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
@@ -240,8 +241,7 @@ def _read_safetensors(file: str) -> dict[str, torch.Tensor]:
 def _shard_files(index: str) -> list[str]:
     """The shard file names in a model.safetensors.index.json ({"weight_map": {tensor: file}})."""
     try:
-        with open(index, "rb") as f:
-            d = parse_json(f.read())
+        d = parse_json(read_bytes(index))
     except ValueError as e:
         raise CheckpointError(f"{index}: not valid JSON ({_first_line(e)}); {_DAMAGED}") from None
     weight_map = d.get("weight_map") if isinstance(d, dict) else None
@@ -258,7 +258,7 @@ def _shard_files(index: str) -> list[str]:
 def _read_bin(file: str) -> dict[str, torch.Tensor]:
     """torch.load(weights_only=True); whatever it refuses is refused here, in one line."""
     try:
-        state = torch.load(file, map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(read_bytes(file)), map_location="cpu", weights_only=True)
     except Exception:  # a refused object, a cut zip, garbage: torch raises many types, with wrong advice
         raise CheckpointError(f"{file}: cannot be loaded safely with weights_only=True: it holds more than "
                               "tensors (or is damaged); minibert never unpickles arbitrary objects — "
@@ -451,10 +451,12 @@ def load_tokenizer(path: str | os.PathLike):
     from tokenizers import Tokenizer
 
     file = os.path.join(os.fspath(path), "tokenizer.json")
-    if not os.path.isfile(file):
+    if not os.path.lexists(file):
         raise FileNotFoundError(f"no tokenizer.json in {path}")
-    with open(file, "rb") as f:
-        text = f.read()
+    try:
+        text = read_bytes(file)
+    except OSError as e:
+        raise CheckpointError(f"{file}: cannot read it ({e.strerror})") from None
     try:
         tokenizer = Tokenizer.from_str(text.decode("utf-8"))
     except Exception as e:  # the tokenizers library raises a bare Exception
@@ -468,12 +470,19 @@ def load_tokenizer(path: str | os.PathLike):
 def _check_template(file: str, tokenizer) -> None:
     """The tokenizer frames a text as BERT's input, `[CLS] A [SEP]` (its post-processor): every
     command reads its input that way; and it reads a [MASK] the user types as that one token.
-    A CheckpointError otherwise (no post-processor, another template, [MASK] not a special
-    token). (A pair's template is checked where a pair is encoded: attention.py.)"""
+    A CheckpointError otherwise (no post-processor, or one of another kind than BERT's two, whose
+    Sequence the tokenizers library cannot always run (a panic); another template, with any
+    token more or less than `[CLS] A [SEP]`; [MASK] not a special token). (A pair's template is
+    checked where a pair is encoded: attention.py.)"""
+    kind = type(tokenizer.post_processor).__name__
+    if kind not in ("TemplateProcessing", "BertProcessing"):
+        found = "missing" if tokenizer.post_processor is None else kind
+        raise CheckpointError(f"{file}: its post_processor is {found}, "
+                              "not BERT's TemplateProcessing (or BertProcessing) framing a text as [CLS] text [SEP]")
     cls, sep, mask = (tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
     plain = plain_tokenizer(tokenizer)
-    ids = plain.encode("a").ids
-    if cls is None or sep is None or ids[:1] != [cls] or ids[-1:] != [sep] or ids.count(sep) != 1:
+    ids, bare = plain.encode("a").ids, plain.encode("a", add_special_tokens=False).ids
+    if cls is None or sep is None or ids != [cls, *bare, sep]:
         raise CheckpointError(f"{file} does not frame a text as BERT's input, [CLS] text [SEP] (its post_processor), "
                               "so the model would read other input than it was trained on")
     if mask is not None and plain.encode("[MASK]", add_special_tokens=False).ids != [mask]:
@@ -500,6 +509,9 @@ def _check_vocabulary(file: str, tokenizer) -> None:
     if unk is not None and unk not in vocab:
         raise CheckpointError(f"{file}: its unknown-word token {unk!r} is not in its vocabulary, so a word it cannot "
                               "split would have no id")
+    if unk in ("[CLS]", "[SEP]", "[MASK]", "[PAD]"):
+        raise CheckpointError(f"{file}: its unknown-word token is {unk}, so a word it cannot split would be read as "
+                              f"{unk}, which has another role in BERT's input")
 
 
 def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
@@ -508,8 +520,7 @@ def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
     as the model's vocabulary (fewer would leave ids the model can guess with no token to print).
     A CheckpointError otherwise: the pair does not belong together."""
     try:
-        with open(os.path.join(os.fspath(path), "config.json"), "rb") as f:
-            config = parse_json(f.read())
+        config = parse_json(read_bytes(os.path.join(os.fspath(path), "config.json")))
     except (OSError, ValueError):
         return  # no config.json (a tokenizer alone), or a damaged one, which loading the model says
     if not isinstance(config, dict):

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import stat
 
 try:
     import fcntl  # POSIX: an advisory lock that the kernel releases when the process dies
@@ -26,13 +27,47 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; Windows has no such flag (and 
 
 
 def open_no_link(path: str, flags: int, mode: int = 0o644) -> int:
-    """os.open that refuses a symbolic link at `path` (OSError naming it)."""
+    """os.open that refuses a symbolic link at `path`, and anything but a plain file (OSError naming it)."""
     try:
-        return os.open(path, flags | NOFOLLOW, mode)
+        return open_file(path, flags | NOFOLLOW, mode)
     except OSError as e:
         if e.errno == errno.ELOOP or os.path.islink(path):
             raise OSError(errno.ELOOP, "is a symbolic link; minibert never writes through one", path) from None
         raise
+
+
+def open_file(path: str, flags: int, mode: int = 0o644) -> int:
+    """os.open of a plain file (links followed): a folder, a named pipe, a device or a socket at
+    `path` is an OSError saying which, at once; opening a named pipe never waits for its other end."""
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), mode)
+    except OSError as e:
+        if e.errno in (errno.ENXIO, errno.EISDIR):  # a pipe nobody reads (opened to write), or a folder
+            raise OSError(e.errno, f"is {not_a_file(path)}", path) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EISDIR if os.path.isdir(path) else errno.ENXIO, f"is {not_a_file(path)}", path)
+    return fd
+
+
+def not_a_file(path: str) -> str:
+    """What stands at `path` instead of a plain file, in words: "a folder, not a file", "a named pipe,
+    not a file" ...; "missing" when nothing does."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "missing"
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+    return next((f"{word}, not a file" for test, word in kinds if test(mode)), "not a plain file")
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of the plain file at `path` (links followed); anything else is an OSError that says
+    what it is (a named pipe is not waited on)."""
+    with os.fdopen(open_file(path, os.O_RDONLY), "rb") as f:
+        return f.read()
 
 
 def write_file(path: str, data) -> None:

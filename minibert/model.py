@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
 
-from .checkpoint import Pretrained, read_config, warnings_if_loaded
+from .checkpoint import CheckpointError, Pretrained, read_config, warnings_if_loaded
 from .config import ACTIVATIONS, BertConfig
 from .loss import IGNORE_INDEX, mlm_loss
 from .unpad import RealTokens
@@ -492,9 +492,14 @@ MODEL_CLASSES = {c.hf_architecture: c for c in (BertModel, BertForMaskedLM, Bert
 
 def load_model(path: str | os.PathLike, default: type = BertModel, **config_overrides) -> BertPreTrainedModel:
     """The model class a checkpoint's config.json names in `architectures` (else `default`),
-    loaded from it: what HF's AutoModel does, for these six classes."""
+    loaded from it: what HF's AutoModel does, for these six classes. A class it names that is
+    none of them (BertForTokenClassification, BertForQuestionAnswering ...) is a CheckpointError:
+    its head is not `default`'s, even where the weights would fit."""
     path = os.fspath(path)
     with warnings_if_loaded():
         config, architectures = read_config(path)
+        if architectures and not any(a in MODEL_CLASSES for a in architectures):
+            raise CheckpointError(f"{path} holds a {architectures[0]} (its config.json's architectures), whose head "
+                                  f"minibert does not have; it loads {', '.join(MODEL_CLASSES)}")
         cls = next((MODEL_CLASSES[a] for a in architectures if a in MODEL_CLASSES), default)
         return cls._load(path, config, architectures, config_overrides)

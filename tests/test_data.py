@@ -213,6 +213,29 @@ def test_own_text_files_and_clear_errors(tmp_path):
         prep.prepare("bad", [str(bad)], root=str(tmp_path / "cache"))
 
 
+def test_a_name_prepared_from_other_files_is_prepared_again_from_the_files_given(tmp_path, capsys):
+    """`data/prepare.py --corpus mine --text a.txt`, then `--corpus mine --text b.txt` (another
+    text), then b.txt edited: each time the corpus is b's text as it is now (the old code kept
+    a.txt's, said nothing, and its tokenizer with it); the same files again change nothing (the
+    manifest is not rewritten)."""
+    root = tmp_path / "cache"
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("".join(f"apples number {i} grow here\n" for i in range(300)))
+    b.write_text("".join(f"boats number {i} float there\n" for i in range(300)))
+
+    def prepared(text):
+        prep.main(["--corpus", "mine", "--text", str(text), "--root", str(root)])
+        train = (root / "mine" / "pretrain" / "train.txt").read_text()
+        return train, (root / "mine" / "manifest.json").stat().st_mtime_ns
+
+    assert "apples" in prepared(a)[0]
+    train, stamp = prepared(b)
+    assert "boats" in train and "apples" not in train
+    assert prepared(b)[1] == stamp
+    b.write_text("".join(f"cars number {i} drive past\n" for i in range(300)))
+    assert "cars" in prepared(b)[0]
+
+
 def test_bad_checksum_is_a_one_line_error(tmp_path, monkeypatch):
     archive = tmp_path / "x.whl"
     import zipfile

@@ -3,18 +3,22 @@ diverges says so, a resume checks its flags and survives a damaged checkpoint, a
 flag or file is one line, said before any data is loaded. Tiny runs of train_mlm.py and
 finetune.py on the fixtures of test_pretraining.py and test_finetune.py."""
 
+import contextlib
 import errno
 import fcntl
 import json
 import os
 import re
 import shutil
+import signal
 
 import pytest
 import torch
 
+import fill_mask
 import finetune
 import minibert.run.pretraining
+import plot_metrics
 import train_mlm
 from minibert.files import append_line
 from minibert.run.folders import LOCK_FILE, checkpoints, claim_run_folder, write_json
@@ -501,8 +505,8 @@ def test_a_run_moved_into_a_checkpoint_a_resume_writes_again_is_never_deleted(pr
     """A run moved by hand into checkpoints/step-000004, whose training state is then damaged (so
     --resume goes back to step 2 and writes step 4 again), or into the temporary folder of step 4
     that a killed save left (the newest checkpoint gone: the resume starts at step 2): saving
-    step 4 would delete the folder, and the run in it. The resume stops there in one line naming
-    both (after the damaged checkpoint's note), and the run moved in is whole."""
+    step 4 would delete the folder, and the run in it. The resume stops before it trains, in one
+    line naming both, and the run moved in is whole."""
     out = copy_run(pretrained, tmp_path)
     step4 = out / "checkpoints" / "step-000004"
     if into == "step-000004":
@@ -514,10 +518,47 @@ def test_a_run_moved_into_a_checkpoint_a_resume_writes_again_is_never_deleted(pr
     files = sorted(p.relative_to(moved) for p in moved.rglob("*"))
     with pytest.raises(SystemExit) as e:
         train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "4"))
-    assert re.fullmatch(rf"error: cannot write the checkpoint of step 4: \S*{re.escape(into)} holds a run moved "
-                        rf"there by hand, \S*{into}/moved; stopping \(the last good checkpoint is \S*step-000002\)\. "
-                        r"Move it out, then --resume\.", e.value.code), e.value.code
+    assert re.fullmatch(rf"error: --resume from step 2 would write the checkpoint folders after it again, and "
+                        rf"\S*{re.escape(into)} holds a run moved there by hand, \S*{re.escape(into)}/moved; "
+                        r"move it out, then --resume", e.value.code), e.value.code
     assert sorted(p.relative_to(moved) for p in moved.rglob("*")) == files
+
+
+@pytest.mark.parametrize("case", ["own-files-in-an-old-checkpoint", "a-run-as-the-next-checkpoint",
+                                  "own-files-in-a-damaged-newest", "a-file-as-the-next-checkpoint"])
+def test_what_was_put_in_checkpoints_by_hand_is_never_deleted_or_called_damaged(pretrained, tmp_path, corpus, capsys,
+                                                                                case):
+    """checkpoints/ holds steps 2 and 4. A file of the user's own put into step 2, which a resume
+    to step 8 with --keep 1 prunes: step 2 is left, with the file (the old code deleted it). A run
+    moved in as step-000006 (a step the resume will write), or notes put into a step 4 whose
+    training state is damaged: the resume stops before it trains, in one line naming the folder
+    and what it holds (the old code called it damaged, trained to step 6, then stopped). A plain
+    file named step-000006 is refused the same way (the old code trained to step 6, then could not
+    rename its folder over the file: "Not a directory")."""
+    out = copy_run(pretrained, tmp_path)
+    ckpts = out / "checkpoints"
+    if case == "own-files-in-an-old-checkpoint":
+        (ckpts / "step-000002" / "notes.txt").write_text("mine\n")
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "8", "--keep", "1"))
+        assert (ckpts / "step-000002" / "notes.txt").read_text() == "mine\n"
+        assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000002", "step-000008"]
+        return
+    if case == "a-file-as-the-next-checkpoint":
+        (ckpts / "step-000006").write_text("mine\n")
+        held, start = r"is a file put there by hand, not a checkpoint folder", 4
+    elif case == "a-run-as-the-next-checkpoint":
+        shutil.copytree(pretrained / "run", ckpts / "step-000006", ignore=shutil.ignore_patterns(LOCK_FILE))
+        held, start = r"holds a run moved there by hand, \S*step-000006", 4
+    else:
+        (ckpts / "step-000004" / "training_state.pt").write_bytes(b"")
+        (ckpts / "step-000004" / "notes.txt").write_text("mine\n")
+        held, start = r"holds files no checkpoint writes \(notes.txt\)", 2
+    lines, before = (out / "metrics.jsonl").read_text(), sorted(p.relative_to(out) for p in out.rglob("*"))
+    with refusal(rf"^error: --resume from step {start} would write the checkpoint folders after it again, and \S*"
+                 rf"step-00000[46] {held}; move it out, then --resume$"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "8"))
+    assert (out / "metrics.jsonl").read_text() == lines
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
 def test_overwrite_cut_short_mid_deletion_leaves_a_run_overwrite_replaces(setup, tmp_path, monkeypatch):
@@ -548,3 +589,107 @@ def test_overwrite_cut_short_mid_deletion_leaves_a_run_overwrite_replaces(setup,
         monkeypatch.undo()
         assert folders.run_kind(str(out)) == "fine-tuning", (stop_at, deleted)
     assert finetune_run(setup, out, "--epochs", "1", "--overwrite")["test_acc"] > 0.5
+
+
+@contextlib.contextmanager
+def within(seconds: int):
+    """The block must end within `seconds` (an alarm raises TimeoutError in it otherwise): a
+    command that opens a named pipe to read or write waits for its other end for ever."""
+    def ring(signum, frame):
+        raise TimeoutError(f"still waiting after {seconds} s")
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+PIPES = {  # where a named pipe stands -> what the command must say (one line), or None: it runs and replaces it
+    "metrics.jsonl": r"^error: cannot write \S+/metrics.jsonl \(is a named pipe, not a file\); it is not a plain "
+                     r"file: remove it, then run again with --resume$",
+    "run.json": r"--out \S+ already holds other files",
+    "training_state.pt": r"step-000004 holds files no checkpoint writes \(training_state.pt\)",
+    "config.json": r"^error: cannot load --checkpoint \S+: cannot read \S+/config.json: it is a named pipe, not a file$",
+    "token cache": None,
+    "probes.json": None,
+    "--corpus": r"--corpus \S+: a named pipe, not a file",
+}
+
+
+@pytest.mark.parametrize("where", PIPES)
+def test_a_named_pipe_where_a_file_is_read_or_written_is_said_never_waited_on(pretrained, tmp_path, corpus, capsys,
+                                                                              where):
+    """A named pipe (mkfifo) where a command reads or writes a file: opening one waits until
+    another process opens its other end, which nobody does. Each is said in one line at once,
+    naming it (or, for the caches, replaced by the file made again; for probes.json, noted); the
+    old code waited for ever (here: the alarm), or named it missing."""
+    out, cache = copy_run(pretrained, tmp_path), tmp_path / "cache"
+    shutil.copytree(pretrained / "cache", cache)
+    args = pretrain_args(out, corpus, cache, "--resume", "--max-steps", "6")
+    pipe = {"metrics.jsonl": out / "metrics.jsonl", "run.json": out / "run.json", "probes.json": out / "probes.json",
+            "training_state.pt": out / "checkpoints" / "step-000004" / "training_state.pt",
+            "config.json": out / "checkpoints" / "step-000004" / "config.json", "--corpus": tmp_path / "text.txt",
+            "token cache": next(cache.rglob("tokens/train-*.pt"))}[where]
+    if pipe.exists():
+        pipe.unlink()
+    os.mkfifo(pipe)
+    if where == "--corpus":
+        args = pretrain_args(tmp_path / "new", pipe, cache, "--max-steps", "2")
+    elif where == "token cache":
+        args = pretrain_args(tmp_path / "new", corpus, cache, "--max-steps", "2")
+    with within(20):
+        if where == "config.json":
+            with refusal(PIPES[where]):
+                fill_mask.main(["--checkpoint", str(out), "the [MASK] ."])
+        elif where == "probes.json":
+            plot_metrics.main([str(out / "metrics.jsonl"), "--out", str(tmp_path / "loss.png")])
+            assert "probes.json is not probe.py's summary" in capsys.readouterr().err
+        elif PIPES[where] is None:
+            train_mlm.main(args)
+            assert pipe.is_file()
+        else:
+            with refusal(PIPES[where]):
+                train_mlm.main(args)
+
+
+@pytest.mark.parametrize("case", ["a folder as --corpus", "a dangling link as --out"])
+def test_a_folder_as_a_file_and_a_dangling_link_as_out_are_named(corpus, tmp_path, case):
+    """--corpus naming a folder: "a folder, not a file" (the old code: "no such file"); --out a
+    link to a folder that does not exist: said so (the old code: "File exists", from makedirs)."""
+    if case == "a folder as --corpus":
+        with refusal(rf"^error: --corpus {re.escape(str(tmp_path))}: a folder, not a file \(use en, "):
+            train_mlm.main(pretrain_args(tmp_path / "new", tmp_path, tmp_path / "cache", "--max-steps", "2"))
+    else:
+        os.symlink(tmp_path / "gone", tmp_path / "out")
+        with refusal(r"^error: --out \S+/out is a link to \S+/gone, which does not exist: make that folder, or "
+                     r"choose another --out$"):
+            train_mlm.main(pretrain_args(tmp_path / "out", corpus, tmp_path / "cache", "--max-steps", "2"))
+
+
+def test_a_resume_goes_on_with_its_own_tokenizer_when_the_cache_trains_another(pretrained, tmp_path, corpus,
+                                                                               monkeypatch):
+    """On a small text the WordPiece trainer of `tokenizers` breaks ties between equally frequent
+    pieces in hash order, which differs from process to process: a corpus cache deleted and made
+    again may hold another tokenizer (here made so: the trainer is asked for one word fewer). A
+    --resume then goes on with the checkpoint's own tokenizer, and ends exactly as a resume with
+    the cache intact (the old code refused: "resume with the same data settings")."""
+    import minibert.run.corpus as corpus_module
+    kept, rebuilt = tmp_path / "kept", tmp_path / "rebuilt"
+    for root in (kept, rebuilt):
+        shutil.copytree(pretrained / "run", root / "run", ignore=shutil.ignore_patterns(LOCK_FILE))
+        shutil.copytree(pretrained / "cache", root / "cache")
+    train_mlm.main(pretrain_args(kept / "run", corpus, kept / "cache", "--resume", "--max-steps", "6"))
+    for path in rebuilt.glob("cache/*/tokenizer-*"):
+        path.unlink()
+    shutil.rmtree(next(rebuilt.glob("cache/*/tokens")))
+    train = corpus_module.train_wordpiece
+    monkeypatch.setattr(corpus_module, "train_wordpiece", lambda lines, size: train(lines, size - 1))
+    train_mlm.main(pretrain_args(rebuilt / "run", corpus, rebuilt / "cache", "--resume", "--max-steps", "6"))
+    def numbers(run):  # every record but its speed
+        return [{k: v for k, v in json.loads(line).items() if k != "tokens_per_s"}
+                for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert numbers(rebuilt / "run") == numbers(kept / "run")
+    last = "checkpoints/step-000006/model.safetensors"
+    assert (rebuilt / "run" / last).read_bytes() == (kept / "run" / last).read_bytes()

@@ -1,6 +1,7 @@
 """Fine-tuning (S17-S20), LoRA, predict_batch, polysemy helpers (S28), finetune.py end to end."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -409,3 +410,31 @@ def test_predict_on_a_pretraining_run_folder_says_what_it_is(tmp_path, corpus):
     (tmp_path / "in.txt").write_text("a film\n")
     with refusal(r"--model .*pre is a pretraining run, not a classifier; give a `finetune.py train` run folder"):
         finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")])
+
+
+@pytest.mark.parametrize("case", ["a-fraction-with-a-folder", "labels-that-differ-in-case", "predict-an-invisible-line"])
+def test_the_labelled_data_is_read_as_given_or_refused(setup, tmp_path, capsys, case):
+    """--valid-fraction with a --data folder (which has its own splits): refused (the old code
+    ignored it unsaid). A training row labelled 'POS' beside 'pos' everywhere else: refused as
+    labels that differ only in case (the old code trained a third class that validation and test
+    never score). A line of zero-width spaces given to predict: refused, as training refuses such
+    a text (the old code printed a label for a text the model never sees)."""
+    if case == "a-fraction-with-a-folder":
+        with refusal(r"^error: --valid-fraction splits one --data file; --data \S+ is a set with its own train, "
+                     r"valid and test splits"):
+            run(setup, tmp_path / "out", "--valid-fraction", "0.2")
+    elif case == "labels-that-differ-in-case":
+        data = tmp_path / "data"
+        shutil.copytree(setup / "data", data)
+        train = (data / "train.tsv").read_text().splitlines()
+        train[0] = train[0].rsplit("\t", 1)[0] + "\tPOS"
+        (data / "train.tsv").write_text("\n".join(train) + "\n")
+        with refusal(r"^error: the labels 'POS' and 'pos' of --data \S+ differ only in case"):
+            run(setup, tmp_path / "out", "--data", str(data))
+    else:
+        summary = run(setup, tmp_path / "p", "--epochs", "1")
+        (tmp_path / "in.txt").write_text("a good film\n\u200b\u200b\n")
+        capsys.readouterr()
+        with refusal(r"^error: \S+in.txt: sentence 2 \('\\u200b\\u200b'\) holds nothing the tokenizer reads"):
+            finetune.main(["predict", "--model", summary["model"], "--file", str(tmp_path / "in.txt")])
+    assert not (tmp_path / "out").exists()

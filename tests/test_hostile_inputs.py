@@ -207,7 +207,8 @@ def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp
 
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
 @pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id", "no-post-processor", "mask-not-special",
-                                  "pad-and-mask-swapped", "pair-in-segment-0"])
+                                  "pad-and-mask-swapped", "pair-in-segment-0", "a-second-cls", "a-mask-inserted",
+                                  "unk-is-mask", "a-sequence-post-processor"])
 def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setup, tmp_path, command, case):
     """A transformers-style checkpoint (no digest of its tokenizer in config.json) whose
     tokenizer.json has as many tokens as the model's vocabulary, every id inside it, but whose
@@ -217,7 +218,10 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
     around a text: other input than the model was trained on, silently), or whose [MASK] is no
     longer a special token (a typed [MASK] is split into pieces: fill-mask blamed the text for
     having none), or which swaps the ids of [PAD] and [MASK] (fill-mask fed the model its padding
-    id as the mask): one line at load,
+    id as the mask), or whose template frames a text with a second [CLS] or an inserted [MASK]
+    (fill-mask guessed at a mask the user did not write), or whose unknown-word token is [MASK]
+    (every word it cannot split became a mask), or whose post-processor is a Sequence (the
+    tokenizers library panics on some: a Rust backtrace): one line at load,
     naming the file; nothing is written. One that puts a pair's second text in segment 0 is
     refused where a pair is encoded (attention.py); fill-mask and fine-tuning, which encode one
     text at a time, run. A tokenizer.json alone (no config.json to give the size) with an id
@@ -242,14 +246,27 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
             tok["model"]["vocab"][t] = ids[other]
         for added in tok["added_tokens"]:
             added["id"] = ids.get(swap.get(added["content"]), added["id"])
-    else:
+    elif case == "pair-in-segment-0":
         for piece in tok["post_processor"]["pair"]:
             next(iter(piece.values()))["type_id"] = 0
+    elif case == "unk-is-mask":
+        tok["model"]["unk_token"] = "[MASK]"
+    elif case == "a-sequence-post-processor":
+        tok["post_processor"] = {"type": "Sequence", "processors": [tok["post_processor"]] * 2}
+    else:  # one more special token in the template of a single text
+        extra = "[CLS]" if case == "a-second-cls" else "[MASK]"
+        processor = tok["post_processor"]
+        processor["special_tokens"][extra] = {"id": extra, "ids": [tok["model"]["vocab"][extra]], "tokens": [extra]}
+        processor["single"].insert(1 if extra == "[CLS]" else 2, {"SpecialToken": {"id": extra, "type_id": 0}})
     (ckpt / "tokenizer.json").write_text(json.dumps(tok))
     before = snapshot(tmp_path)
     message = {"unk-not-in-vocab": r"its unknown-word token '\[NOT-A-TOKEN\]' is not in its vocabulary",
                "two-tokens-one-id": r"tokenizer\.json gives '\.' and 'the' the same id",
-               "no-post-processor": r"tokenizer\.json does not frame a text as BERT's input, \[CLS\] text \[SEP\]",
+               "no-post-processor": r"tokenizer\.json: its post_processor is missing, not BERT's TemplateProcessing",
+               "a-second-cls": r"tokenizer\.json does not frame a text as BERT's input, \[CLS\] text \[SEP\]",
+               "a-mask-inserted": r"tokenizer\.json does not frame a text as BERT's input, \[CLS\] text \[SEP\]",
+               "unk-is-mask": r"tokenizer\.json: its unknown-word token is \[MASK\], so a word it cannot split",
+               "a-sequence-post-processor": r"tokenizer\.json: its post_processor is Sequence, not BERT's",
                "mask-not-special": r"tokenizer\.json does not read \[MASK\] in a text as its one token \(id 4\)",
                "pad-and-mask-swapped": r"tokenizer\.json gives \[PAD\] the id 4, its model's pad_token_id is 0",
                "pair-in-segment-0": r"does not frame a pair as BERT's input"}[case]
@@ -734,3 +751,23 @@ def test_a_study_whose_results_cannot_be_written_is_one_line(monkeypatch, tmp_pa
     monkeypatch.setattr(compare, "write_json", too_large)
     with refusal(r"File too large; a file-size limit \(ulimit -f\) stopped the write"):
         compare.main(["methods", "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize("pooler", [True, False], ids=["with-a-pooler", "without"])
+def test_a_head_minibert_does_not_have_is_refused_by_its_name(base, tmp_path, pooler):
+    """A checkpoint whose config.json names BertForTokenClassification (one label per token): its
+    classifier.weight has the shape of a sentence classifier's, so with a pooler `predict` took
+    it for one and labelled sentences with a token head; without one it blamed the missing
+    pooler. Refused in one line naming the class, before the tokenizer is read."""
+    from minibert.config import BertConfig
+    from minibert.model import BertForSequenceClassification
+    best = copy(base, "cls", tmp_path) / "best"
+    if pooler:
+        BertForSequenceClassification(BertConfig.load(best)).save_pretrained(best, tokenizer=load_tokenizer(best))
+    config = json.loads((best / "config.json").read_text())
+    config["architectures"] = ["BertForTokenClassification"]
+    (best / "config.json").write_text(json.dumps(config))
+    (tmp_path / "in.txt").write_text("a good film\n")
+    with refusal(r"^error: cannot load --model \S+best: \S+best holds a BertForTokenClassification \(its "
+                 r"config.json's architectures\), whose head minibert does not have; it loads BertModel, "):
+        finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "in.txt")])

@@ -71,10 +71,16 @@ def test_byte_order_mark_crlf_and_spaces_around_labels_are_not_part_of_the_data(
     ("train.jsonl", '["a fine film", "pos"]\n', r"train\.jsonl:1: expected a JSON object"),
     ("train.jsonl", '{"text": "fine", "label": 1}\n{"text": ["a", "list"], "label": 0}\n',
      r"train\.jsonl:2: text must be a string, got list"),
-], ids=["csv row without its label", "jsonl list", "jsonl text not a string"])
+    ("train.csv", 'text,label\na fine film,pos\n"a dull film,neg\nmore,pos\n',
+     r"train\.csv:3: not readable as CSV \(a quote opened in this row is never closed\)$"),
+    ("train.csv", 'text,label\n"a fine" film,pos\n', r"train\.csv:2: not readable as CSV \(',' expected after '\"'\)$"),
+], ids=["csv row without its label", "jsonl list", "jsonl text not a string", "csv quote never closed",
+        "csv text after a closing quote"])
 def test_a_row_that_is_not_text_and_label_is_refused_naming_file_and_line(tmp_path, name, content, message):
     """A short .csv row (csv gives None: never the class "None"), a JSON list instead of an
-    object, a text that is a list: each one line naming file:line."""
+    object, a text that is a list, a quote never closed (the old code read the rest of the file
+    as one text and said "missing label"), text after a closing quote (the old code joined it to
+    the quoted text): each one line naming file:line."""
     f = tmp_path / name
     f.write_text(content)
     with pytest.raises(InputError, match=message):

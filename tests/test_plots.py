@@ -263,3 +263,31 @@ def test_a_damaged_probes_json_is_named_as_such_not_as_missing(tmp_path, drawn, 
         assert horizontal(drawn(path).axes[0]) == {}
         err = capsys.readouterr().err
         assert "(probes.json is not probe.py's summary)" in err and "missing" not in err, err
+
+
+@pytest.mark.parametrize("case", ["accuracy-7.5", "accuracy-nan", "run-json-disagrees", "form-feeds", "no-records"])
+def test_the_records_decide_what_is_drawn_and_what_is_left_out_is_said(tmp_path, drawn, capsys, case):
+    """A fine-tuning accuracy of 7.5 or NaN at epoch 2: left out of the accuracy curve with a
+    one-line note (the old code drew 7.5, stretching the axis, and dropped NaN unsaid). A run.json
+    that says fine-tuning beside a pretraining run's records: the pretraining figure, from the
+    records (the old code drew an empty fine-tuning figure, exit 0). Records followed by form
+    feeds: read (a form feed around a record is white space, not part of it; the old code said
+    "no loss to draw yet"). Lines none of which is a record: one line saying so."""
+    if case.startswith("accuracy"):
+        records = finetuning_records()
+        records[1]["valid_acc"] = 7.5 if case == "accuracy-7.5" else float("nan")
+        acc_ax = drawn(write_run(tmp_path / "cls", "fine-tuning", records)).axes[1]
+        assert xy(line_of(acc_ax, "fine-tuned model")) == ([1, 3], [0.70, 0.76])
+        assert "note: 1 of the 3 logged accuracies are not numbers from 0 to 1" in capsys.readouterr().err
+    elif case == "run-json-disagrees":
+        fig = drawn(write_run(tmp_path / "mlm", "fine-tuning", pretraining_records(), **{SUMMARY_FILE: NGRAM}))
+        assert xy(line_of(fig.axes[0], "training loss"))[0] == [10, 20, 30, 40, 50, 60]
+    elif case == "form-feeds":
+        path = Path(write_run(tmp_path / "mlm", "pretraining", [], **{SUMMARY_FILE: NGRAM}))
+        path.write_text("".join(json.dumps(r) + "\f\n" for r in pretraining_records()))
+        assert xy(line_of(drawn(str(path)).axes[0], "training loss"))[0] == [10, 20, 30, 40, 50, 60]
+    else:
+        path = Path(write_run(tmp_path / "mlm", "pretraining", []))
+        path.write_text("step 1 loss 3.2\nstep 2 loss 3.1\n")
+        with pytest.raises(SystemExit, match=r"^error: \S+metrics.jsonl: none of its lines is a record of a run's log"):
+            drawn(str(path))

@@ -131,3 +131,26 @@ def test_a_damaged_checkpoint_is_one_line(stand_in, run_folder, tmp_path):
     (damaged / "model.safetensors").write_bytes(b"12345678")
     with refusal("cannot load --checkpoint .*not a readable safetensors file"):
         polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(damaged), "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize("case", ["out-is-a-file", "out-under-a-file", "minilm-missing", "zh-damaged"])
+def test_what_stops_polysemy_is_its_only_line(stand_in, run_folder, tmp_path, capsys, monkeypatch, case):
+    """--out a file or under one: refused before any model loads (the old code printed every
+    table first); a --minilm folder that does not exist, or a damaged --zh-checkpoint, with the
+    default English checkpoint missing: the refusal is the only line (the old code printed the
+    missing default's note first)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("mine\n")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run_folder / "checkpoints" / "step-000002", damaged)
+    (damaged / "model.safetensors").write_bytes(b"12345678")
+    argv, pattern = {
+        "out-is-a-file": (["--out", "file"], r"^error: --out file: a file, not a folder; give a folder$"),
+        "out-under-a-file": (["--out", "file/pictures"], r"^error: --out file/pictures: \S+/file is a file, not a folder"),
+        "minilm-missing": (["--minilm", "no-minilm"], r"^error: cannot load --minilm no-minilm"),
+        "zh-damaged": (["--zh-checkpoint", str(damaged)], r"^error: cannot load --zh-checkpoint \S+damaged"),
+    }[case]
+    minilm = [] if case == "minilm-missing" else ["--minilm", str(stand_in)]
+    with refusal(pattern):
+        polysemy.main(minilm + argv + ([] if "--out" in argv else ["--out", "out"]))
+    assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()

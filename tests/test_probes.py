@@ -4,6 +4,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 
 import pytest
@@ -372,3 +373,31 @@ def test_the_command_hands_the_runs_own_flags_to_the_probes(tmp_path, tiny_run, 
     (ckpt / "training_state.pt").unlink()
     command.main(["--summary", str(run), "--budgets", "40"])
     assert asked == [(str(ckpt), "en", 40, 3, 64, 0.2), (str(ckpt), "en", 40, 0, 128, 0.3)]
+
+
+@pytest.mark.parametrize("case", ["a-second-checkpoint-mistyped", "summary-of-a-run-moved-in-as-newest",
+                                  "fill-mask-on-a-run-moved-in-as-newest"])
+def test_every_checkpoint_is_checked_before_the_first_is_probed(tmp_path, tiny_run, capsys, case):
+    """Two --checkpoint, the second mistyped: one line before anything is probed (the old code
+    probed the first, printing its work, then stopped). A run moved by hand into the run's
+    checkpoints/ as its newest step: --summary and fill_mask.py say so (the old code: "not a
+    checkpoint or run folder" and "holds no config.json", for a folder that is a run)."""
+    import fill_mask
+    if case == "a-second-checkpoint-mistyped":
+        with refusal(r"^error: --checkpoint \S+typo: no checkpoint there \(no config.json\)"):
+            command.main(["--checkpoint", str(tiny_run), "--checkpoint", str(tmp_path / "typo"), "--budgets", "40",
+                          "--out", str(tmp_path / "out")])
+        assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()
+        return
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    moved = run / "checkpoints" / "step-000030"
+    shutil.copytree(tiny_run, moved)
+    (moved / "run.json").write_text('{"kind": "pretraining"}\n')
+    pattern = (rf"^error: {re.escape(str(run))}: its newest checkpoint folder \S+step-000030 holds a run moved there "
+               r"by hand, \S+step-000030; move it out of checkpoints/, or give a checkpoint folder$")
+    with refusal(pattern):
+        if case.startswith("summary"):
+            command.main(["--summary", str(run), "--budgets", "40"])
+        else:
+            fill_mask.main(["--checkpoint", str(run), "the [MASK] ."])

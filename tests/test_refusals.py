@@ -453,7 +453,7 @@ def test_polysemy_bad_paths_are_one_line(base, tmp_path, capsys):
     cases = [(["--minilm", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")], "cannot load --minilm"),
              (["--minilm", str(good), "--zh-checkpoint", str(damaged), "--out", str(tmp_path / "o")],
               "cannot load --zh-checkpoint .*not a readable safetensors file"),
-             (["--minilm", str(good), "--out", str(tmp_path / "file")], "cannot make --out")]
+             (["--minilm", str(good), "--out", str(tmp_path / "file")], r"--out \S+file: a file, not a folder")]
     for argv, pattern in cases:
         one_line_refusal(capsys, lambda: polysemy.main(argv), pattern)
 
@@ -644,15 +644,25 @@ def weights_as_bin(ckpt):
     lambda c: edit_training_state(c, lambda s: s["scheduler"].update(last_epoch=0)),
     lambda c: edit_training_state(c, lambda s: s["scheduler"].update(base_lrs=[-1.0] * len(s["scheduler"]["base_lrs"]))),
     weights_as_bin,
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(amsgrad=True)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(betas=(0.8, 0.98))),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][1].update(eps=1e-7)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][1].update(weight_decay=0.01)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(lr=5e-4)),
+    lambda c: edit_training_state(c, lambda s: s["optimizer"]["param_groups"][0].update(initial_lr=5e-4)),
+    lambda c: edit_training_state(c, lambda s: s["scheduler"].update(base_lrs=[5e-4] * len(s["scheduler"]["base_lrs"]))),
 ], ids=["optimizer-empty", "optimizer-state-shape", "masker-rng-size", "step-float", "scheduler-list", "short-steps-str",
         "negative-second-moment", "negative-lr", "negative-decay", "beta-above-1", "negative-eps", "maximize",
-        "adamw-step-count", "schedule-restarted", "negative-base-rate", "weights-bin"])
+        "adamw-step-count", "schedule-restarted", "negative-base-rate", "weights-bin", "amsgrad", "betas-in-range",
+        "eps-in-range", "no-decay-group-decays", "lr-in-range", "initial-lr-in-range", "base-rates-in-range"])
 def test_resume_skips_a_checkpoint_whose_training_state_does_not_restore(base, corpus, tmp_path, capsys, damage):
     """A training state of wrong types, missing keys, a generator state of another size, a
     negative second moment (its square root would be NaN at the next step), AdamW settings out of
     their range or gradient ascent, step counts of AdamW or of the schedule other than the
     checkpoint's (a schedule restarted), or weights without the safetensors header that names
-    their step: the newest checkpoint is
+    their step, or AdamW settings in range but not those train_mlm.py sets for the saved flags
+    (AMSGrad on: a KeyError traceback; betas, eps, a decay, a rate or the schedule's rates edited:
+    resumed from silently, to other numbers): the newest checkpoint is
     skipped with a note, like a damaged file, and the run resumes from step 1."""
     out = copy(base, "pre", tmp_path)
     newest = out / "checkpoints" / "step-000002"

@@ -20,6 +20,7 @@ import signal
 import sys
 import warnings
 
+from ..files import read_bytes
 from ..text import lines_of
 
 # what to do about a failed write, by its cause
@@ -28,7 +29,9 @@ _WRITE_ADVICE = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space
                  errno.EACCES: "it is not writable: choose another place", errno.EPERM: "it is not writable: choose "
                  "another place", errno.EROFS: "it is on a read-only file system: choose another place",
                  errno.ENOTDIR: "a part of the path is a file, not a folder: choose another place",
-                 errno.EEXIST: "a file stands where a folder must go: choose another place"}
+                 errno.EEXIST: "a file stands where a folder must go: choose another place",
+                 errno.ENXIO: "it is not a plain file: remove it",
+                 errno.EISDIR: "a folder stands where a file must go: remove it"}
 
 
 def os_problem(e: OSError, where: str, otherwise: str | None = None) -> str:
@@ -65,8 +68,7 @@ def input_lines(path: str | None, one: str) -> list[str]:
     names what a line holds, for that line ("sentence")."""
     try:
         if path is not None:
-            with open(path, "rb") as f:
-                raw = f.read()
+            raw = read_bytes(path)
         elif sys.stdin is None:
             raise OSError("it is closed")
         else:

@@ -16,7 +16,7 @@ import os
 import torch
 from tokenizers import Tokenizer
 
-from ..files import parse_json, waiting_lock, write_file
+from ..files import parse_json, read_bytes, waiting_lock, write_file
 from ..text import Blocks, lines_of, pack_blocks, plain_tokenizer, sentences, tokenize_lines, train_wordpiece
 
 
@@ -25,17 +25,12 @@ def _split_path(folder: str, split: str) -> str:
 
 
 def _split_lines(folder: str, split: str) -> list[str]:
-    with open(_split_path(folder, split), encoding="utf-8", newline="") as f:
-        return lines_of(f.read())
+    return lines_of(read_bytes(_split_path(folder, split)).decode("utf-8"))
 
 
 def _sha256(path: str) -> str:
     """The sha256 of a file's bytes, read a megabyte at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
 def corpus_lines(folder: str, split: str) -> list[str]:
@@ -83,11 +78,9 @@ def corpus_tokenizer(folder: str, vocab_size: int) -> Tokenizer:
 def _cached_tokenizer(path: str, key: dict) -> Tokenizer | None:
     """The tokenizer at `path` if the key written beside it is `key` and names this very file."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-        with open(f"{path}.key", "rb") as f:
-            if parse_json(f.read()) != {**key, "tokenizer_sha256": hashlib.sha256(data).hexdigest()}:
-                return None
+        data = read_bytes(path)
+        if parse_json(read_bytes(f"{path}.key")) != {**key, "tokenizer_sha256": hashlib.sha256(data).hexdigest()}:
+            return None
         return Tokenizer.from_str(data.decode("utf-8"))
     except Exception:  # missing or damaged (the tokenizers library raises a bare Exception)
         return None
@@ -117,7 +110,7 @@ def _cached_tokens(path: str, vocab_size: int, key: str) -> dict | None:
     of another key, or damaged (cut short, or ids outside the vocabulary, or line starts outside
     the stream)."""
     try:
-        cached = torch.load(path, weights_only=True)
+        cached = torch.load(io.BytesIO(read_bytes(path)), weights_only=True)
         ids, starts = cached["ids"], cached["starts"]
         ok = cached.get("key") == key and ids.dim() == starts.dim() == 1 and not ids.is_floating_point() and not starts.is_floating_point()
         ok = ok and (len(ids) == 0 or 0 <= int(ids.min()) <= int(ids.max()) < vocab_size)

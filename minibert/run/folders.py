@@ -12,7 +12,8 @@ import shutil
 
 import torch
 
-from ..files import fresh_folder, open_no_link, parse_json, remove_left_temporaries, try_lock, unlock, write_file
+from ..files import (fresh_folder, open_no_link, parse_json, read_bytes, remove_left_temporaries, try_lock, unlock,
+                     write_file)
 from . import die, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
@@ -58,6 +59,9 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     of this run (`inputs`: the checkpoint, the data). Returns what it holds."""
     if os.path.exists(out) and not os.path.isdir(out):
         die(f"--out {out} is a file; give a folder")
+    if os.path.islink(out) and not os.path.exists(out):
+        die(f"--out {out} is a link to {os.readlink(out)}, which does not exist: make that folder, or choose "
+            "another --out")
     found = run_kind(out)
     if found in KINDS and not overwrite and links_in(out):
         die(f"--out {out} holds a symbolic link ({links_in(out)[0]}); a run never writes through one: "
@@ -183,8 +187,7 @@ def _dump(path: str, obj) -> None:
 def read_json(path: str):
     """A JSON file, or None when it is missing or damaged (cut short by a crash or a full disk)."""
     try:
-        with open(path, "rb") as f:
-            return parse_json(f.read())
+        return parse_json(read_bytes(path))
     except (OSError, ValueError):
         return None
 
@@ -218,68 +221,110 @@ def latest_checkpoint(out: str) -> str | None:
 def resolve_checkpoint(path: str) -> str:
     """A checkpoint folder as given, or a pretraining run folder's newest checkpoint (one line
     if the run has none yet)."""
-    if os.path.isfile(os.path.join(path, "config.json")):
+    if os.path.lexists(os.path.join(path, "config.json")):
         return path
     latest = latest_checkpoint(path)
     if latest is None and run_kind(path) == "pretraining":
         die(f"{path} is a pretraining run with no checkpoint yet; wait for its first one (--save-every), "
             "or give a checkpoint folder")
+    if latest is not None and not os.path.lexists(os.path.join(latest, "config.json")):
+        held = placed_by_hand(latest)
+        die(f"{path}: its newest checkpoint folder {latest} {held or 'holds no config.json'}; move it out of "
+            "checkpoints/, or give a checkpoint folder")
     return latest or path
 
 
-class RunInside(Exception):
-    """A folder a run would replace holds another run (moved there by hand): nothing is deleted."""
+# what a checkpoint folder holds: save_checkpoint's files, and the other weight files a checkpoint is read from
+CHECKPOINT_FILES = re.compile(r"(config|tokenizer)\.json|training_state\.pt|"
+                              r"(model|pytorch_model)(-\d+-of-\d+)?\.(safetensors|bin)(\.index\.json)?")
+
+
+class HeldByHand(Exception):
+    """A checkpoint folder a run would replace holds what no checkpoint writes (a run, or files,
+    moved there by hand): nothing is deleted."""
+
+
+def placed_by_hand(folder: str) -> str | None:
+    """What stands at a checkpoint folder's name (or its temporary one's) that save_checkpoint
+    never writes, in words ("holds a run moved there by hand, X", "holds files no checkpoint
+    writes (a, b)", "is a file put there by hand"), or None: nothing, a symbolic link (removed,
+    never followed: nothing of anyone's is lost), or only a checkpoint's files, which may be
+    replaced or pruned."""
+    if os.path.islink(folder) or not os.path.lexists(folder):
+        return None
+    if not os.path.isdir(folder):
+        return "is a file put there by hand, not a checkpoint folder"
+    held = [folder] if run_kind(folder) in KINDS else runs_inside(folder)
+    if held:
+        return f"holds a run moved there by hand, {held[0]}"
+    other = sorted(name for name in os.listdir(folder) if not CHECKPOINT_FILES.fullmatch(re.sub(r"\.tmp\d+$", "", name))
+                   or not os.path.isfile(os.path.join(folder, name)) or os.path.islink(os.path.join(folder, name)))
+    if not other:
+        return None
+    return f"holds files no checkpoint writes ({', '.join(other[:3])}{' ...' if len(other) > 3 else ''})"
+
+
+def placed_by_hand_after(out: str, step: int) -> list[str]:
+    """"FOLDER holds ..." for each checkpoint folder name (or temporary one, `.step-N.tmp`) of a step
+    after `step` where stands what no checkpoint writes: a run resumed from `step` would write it again."""
+    root = os.path.join(out, "checkpoints")
+    found = [(n, re.fullmatch(r"\.?(step-\d+)(\.tmp)?", n)) for n in (os.listdir(root) if os.path.isdir(root) else ())]
+    names = [n for n, m in found if m and (n[0] == ".") == bool(m.group(2)) and is_checkpoint_name(m.group(1))
+             and int(STEP.fullmatch(m.group(1)).group(1)) > step]
+    return [f"{os.path.join(root, n)} {held}" for n in sorted(names) if (held := placed_by_hand(os.path.join(root, n)))]
 
 
 def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
     """Write `OUT/checkpoints/step-NNNNNN` into a temporary folder and rename it into place; the
     step is stored in model.safetensors' header too, so weights and training state are known
     to belong together. The file `latest` names it for people; only the newest `keep` are
-    kept (an old one holding a run moved into it by hand is left). A failure (a full disk) is an
-    OSError, leaving no temporary folder; a run moved by hand into the folder of this step (one
-    written before and written again after a resume from an earlier step) is a RunInside."""
+    kept (an old one holding anything else, placed_by_hand, is left). A failure (a full disk) is
+    an OSError, leaving no temporary folder; a folder of this step (one written before and written
+    again after a resume from an earlier step) that holds anything else is a HeldByHand."""
     root = os.path.join(out, "checkpoints")
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
-    for path in (tmp, final):  # both are replaced: one holding a run moved there by hand is never deleted
-        held = ([path] if run_kind(path) in KINDS else runs_inside(path)) if os.path.isdir(path) else []
+    for path in (tmp, final):  # both are replaced: what was put there by hand is never deleted
+        held = placed_by_hand(path)
         if held:
-            raise RunInside(f"{path} holds a run moved there by hand, {held[0]}")
+            raise HeldByHand(f"{path} {held}")
     try:
         fresh_folder(tmp)
         model.save_pretrained(tmp, tokenizer=tokenizer, metadata={"step": str(step)})
         buffer = io.BytesIO()
         torch.save(state, buffer)
         write_file(os.path.join(tmp, "training_state.pt"), buffer.getvalue())
-        if os.path.isdir(final):
+        if os.path.islink(final):
+            os.remove(final)
+        elif os.path.isdir(final):
             shutil.rmtree(final)
         os.rename(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     write_file(os.path.join(root, "latest"), (name + "\n").encode())
     for old in checkpoints(out)[:-keep]:
-        if not runs_inside(old):  # a run moved into an old checkpoint by hand stays, with it
+        if placed_by_hand(old) is None:  # one holding a run or files put there by hand stays, with them
             shutil.rmtree(old)
     return final
 
 
 def truncate_metrics(path: str, step: int) -> None:
     """After a resume from `step`, drop the log lines of steps that will be run again, and a
-    line a crash cut short."""
-    if not os.path.isfile(path):
+    line a crash cut short. Anything but a file there is an OSError saying what (read_bytes)."""
+    if not os.path.lexists(path):
         return
     kept = [json.dumps(r) + "\n" for r in metric_records(path) if r["step"] <= step]
     write_file(path, "".join(kept).encode("utf-8"))
 
 
 def metric_records(path: str):
-    """The records of a metrics.jsonl, in order: JSON objects with an integer "step". A line a
-    crash cut short, or any line that is not such a record, is skipped."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                record = parse_json(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and type(record.get("step")) is int:
-                yield record
+    """The records of a metrics.jsonl, in order: JSON objects with an integer "step", one a line
+    (white space around it, a form feed too, is no part of it). A line a crash cut short, or any
+    line that is not such a record, is skipped."""
+    for line in read_bytes(path).decode("utf-8", errors="replace").split("\n"):
+        try:
+            record = parse_json(line.strip())
+        except ValueError:
+            continue
+        if isinstance(record, dict) and type(record.get("step")) is int:
+            yield record

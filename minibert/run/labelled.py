@@ -9,11 +9,13 @@ or one such file that `split_rows` cuts into the three splits.
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import os
 
 import torch
 
-from ..files import parse_json
+from ..files import parse_json, read_bytes
 from ..text import lines_of, pad_batch, plain_tokenizer
 
 
@@ -32,7 +34,7 @@ def read_split(path: str) -> list[tuple[str, str]]:
     """
     rows = []
     try:
-        with open(path, encoding="utf-8-sig", newline="") as f:  # -sig: a byte-order mark is not text
+        with io.StringIO(read_bytes(path).decode("utf-8-sig"), newline="") as f:  # -sig: a byte-order mark is not text
             if path.endswith(".csv"):
                 rows = _csv_rows(f, path)
             else:  # line numbers are the file's own. A .tsv's lines end at \n, \r\n or \r, as editors count
@@ -59,10 +61,11 @@ def read_split(path: str) -> list[tuple[str, str]]:
                                              "(were two files joined with their headers?)")
                         continue
                     rows.append((n, text, label))
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read {path}: {type(e).__name__}: {e}") from None
-    except csv.Error as e:
-        raise InputError(f"{path}: not readable as CSV ({e})") from None
+    except OSError as e:
+        raise InputError(f"cannot read {path}: it {e.strerror}" if e.errno in (errno.EISDIR, errno.ENXIO)
+                         else f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"cannot read {path}: UnicodeDecodeError: {e}") from None
     for n, text, label in rows:
         if not text.strip():
             raise InputError(f"{path}:{n}: empty text")
@@ -75,25 +78,30 @@ def read_split(path: str) -> list[tuple[str, str]]:
 
 def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
     """(line, text, label) of a .csv file whose header row names the columns text and label (any
-    case); the line is where the row starts in the file (a quoted text may span lines)."""
-    reader = csv.reader(f)
-    header = next(reader, None)
-    if header is None:
-        raise InputError(f"{path} is empty: give a header row text,label and one row per example")
-    columns = [_bare(c) for c in header]
-    if "text" not in columns or "label" not in columns:
-        raise InputError(f"{path}:1: the header row must name the comma-separated columns text and label, "
-                         f"found {header}")
-    t, y = columns.index("text"), columns.index("label")
-    rows, start = [], reader.line_num + 1
-    for r in reader:
-        if any(c.strip() for c in r):
-            if [_bare(c) for c in r] == columns:
-                raise InputError(f"{path}:{start}: a header row ({','.join(r)!r}) after the first line; remove it "
-                                 "(were two files joined with their headers?)")
-            row = {"text": r[t] if t < len(r) else None, "label": r[y] if y < len(r) else None}
-            rows.append((start, _field(row, "text", path, start), _field(row, "label", path, start)))
-        start = reader.line_num + 1
+    case); the line is where the row starts in the file (a quoted text may span lines). Quotes are
+    read strictly: one never closed, or text after a closing quote, is refused naming the row."""
+    reader, start = csv.reader(f, strict=True), 1
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise InputError(f"{path} is empty: give a header row text,label and one row per example")
+        columns = [_bare(c) for c in header]
+        if "text" not in columns or "label" not in columns:
+            raise InputError(f"{path}:1: the header row must name the comma-separated columns text and label, "
+                             f"found {header}")
+        t, y = columns.index("text"), columns.index("label")
+        rows, start = [], reader.line_num + 1
+        for r in reader:
+            if any(c.strip() for c in r):
+                if [_bare(c) for c in r] == columns:
+                    raise InputError(f"{path}:{start}: a header row ({','.join(r)!r}) after the first line; "
+                                     "remove it (were two files joined with their headers?)")
+                row = {"text": r[t] if t < len(r) else None, "label": r[y] if y < len(r) else None}
+                rows.append((start, _field(row, "text", path, start), _field(row, "label", path, start)))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        why = "a quote opened in this row is never closed" if "end of data" in str(e) else str(e)
+        raise InputError(f"{path}:{start}: not readable as CSV ({why})") from None
     return rows
 
 

@@ -16,6 +16,7 @@ Steps are counted from 1: step N is the N-th optimizer update, and after it N up
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -27,7 +28,7 @@ import torch.distributed as dist
 
 from ..checkpoint import NotFiniteError, load_tokenizer, read_header
 from ..config import BertConfig
-from ..files import append_line
+from ..files import append_line, not_a_file, read_bytes
 from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, max_predictions
 from ..model import BertForMaskedLM, BertForPreTraining
@@ -35,7 +36,8 @@ from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
 from . import die, first_line, os_problem, write_advice
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
-from .folders import RunInside, check_run_folder, checkpoints, claim_run_folder, save_checkpoint
+from .folders import (HeldByHand, check_run_folder, checkpoints, claim_run_folder, placed_by_hand, placed_by_hand_after,
+                      save_checkpoint)
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
                        pick_device, use_tf32, weights_are_finite)
 
@@ -116,7 +118,7 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
     if rank == 0:
         check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
     tokenizer, train, valid, short, train_nsp, valid_pairs = load_corpus(
-        args, lambda: prepare(name, files, root), os.path.join(root, name))
+        args, lambda: prepare(name, files, root), os.path.join(root, name), resumed_tokenizer(args))
     config = replace(config, vocab_size=tokenizer.get_vocab_size(), pad_token_id=tokenizer.token_to_id("[PAD]"))
     run = Run(args, device, amp_dtype, rank, world, name, config, tokenizer, MaskingVocab.from_tokenizer(tokenizer),
               train, valid, short, train_nsp, valid_pairs, inputs)
@@ -130,17 +132,33 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
     return run
 
 
-def load_corpus(args, prepare, cache: str):
+def resumed_tokenizer(args):
+    """On --resume, the tokenizer of the newest checkpoint whose tokenizer.json reads (None
+    otherwise): a resumed run goes on with the tokenizer it was trained with, not one trained
+    again. On a small text the WordPiece trainer of `tokenizers` breaks ties between equally
+    frequent pieces in hash order, which varies from process to process, so a deleted or rebuilt
+    cache may hold another. (check_resume still checks the corpus and --vocab-size.)"""
+    for ckpt in reversed(checkpoints(args.out) if args.resume else []):
+        try:
+            tokenizer = load_tokenizer(ckpt)
+        except Exception:  # damaged: resumable_checkpoint says so, or goes back to an earlier checkpoint
+            continue
+        return tokenizer
+    return None
+
+
+def load_corpus(args, prepare, cache: str, tokenizer=None):
     """(tokenizer, training blocks, validation blocks, short training blocks or None, next-sentence
     labels of the training blocks or None, held-out pairs or None) of the corpus `prepare()`
-    prepares (its folder: `cache`), or one line saying what is wrong. MLM trains on the text packed
+    prepares (its folder: `cache`), or one line saying what is wrong. The tokenizer is
+    `tokenizer` when given (a resumed run's own), else the corpus's (trained once). MLM trains on the text packed
     into blocks; MLM + NSP on next-sentence pairs drawn from the documents with --seed, and the
     text in no pair packed after them (pairs.pretraining_blocks). Both are validated on the same
     packed validation text; the short phase reads packed text in either."""
     train_nsp = valid_pairs = None
     try:
         folder = prepare()
-        tokenizer = corpus_tokenizer(folder, args.vocab_size)
+        tokenizer = tokenizer or corpus_tokenizer(folder, args.vocab_size)
         specials = [tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")]
         if args.objective == "mlm":
             train = corpus_blocks(folder, tokenizer, "train", args.seq_len)
@@ -194,11 +212,14 @@ def corpus_name(corpus: list[str], corpora: tuple[str, ...]) -> tuple[str, list[
         return corpus[0], None
     for path in corpus:
         if not os.path.isfile(path):
-            die(f"--corpus {path}: no such file (use {', '.join(corpora)}, or text files)")
+            what = "no such file" if not_a_file(path) == "missing" else not_a_file(path)
+            die(f"--corpus {path}: {what} (use {', '.join(corpora)}, or text files)")
     digest = hashlib.sha256()
     for path in corpus:
-        with open(path, "rb") as f:
-            digest.update(f.read())
+        try:
+            digest.update(read_bytes(path))
+        except OSError as e:
+            die(f"--corpus {path}: cannot read it ({e.strerror})")
     return "text-" + digest.hexdigest()[:12], corpus
 
 
@@ -255,13 +276,15 @@ def fixed_flags_changed(saved: dict, args) -> list[str]:
 def resumable_checkpoint(run: Run):
     """(folder, model, training state) of the newest checkpoint in --out that loads whole, or
     (None, None, None) when there is none yet. A damaged checkpoint is skipped, with a one-line
-    note once an earlier one loads (when none does, one line says why the newest did not); flags that may not change on a resume stop the run, the others are applied and said
-    (by the main process)."""
+    note once an earlier one loads (when none does, one line says why the newest did not); so is
+    a folder holding what someone put there by hand, but a resume that would write such a folder
+    again stops at once. Flags that may not change on a resume stop the run, the others are
+    applied and said (by the main process)."""
     args, say = run.args, run.main_process
     found, skipped = checkpoints(args.out), []
     for ckpt in reversed(found):
         try:
-            state = torch.load(os.path.join(ckpt, "training_state.pt"), weights_only=True)
+            state = torch.load(io.BytesIO(read_bytes(os.path.join(ckpt, "training_state.pt"))), weights_only=True)
             saved_tokenizer = load_tokenizer(ckpt)
             model = OBJECTIVES[saved_flag(state["args"], "objective")].from_pretrained(
                 ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
@@ -270,10 +293,12 @@ def resumable_checkpoint(run: Run):
         except NotFiniteError as e:
             problem = f"holds weights that are not finite ({', '.join(e.tensors[:3])})"
         except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
-            problem = f"is damaged ({type(e).__name__}: {first_line(e)})"
+            held = placed_by_hand(ckpt)
+            problem = held if held else f"is damaged ({type(e).__name__}: {first_line(e)})"
         if problem:
             skipped.append(f"{ckpt} {problem}")
             continue
+        check_nothing_written_over(args.out, state["step"])
         for line in skipped if say else ():  # said once a checkpoint loads; if none does, the refusal says it
             print(f"note: {line}; skipped, resuming from an earlier checkpoint", file=sys.stderr)
         check_resume(run, ckpt, state, model, saved_tokenizer)
@@ -286,7 +311,17 @@ def resumable_checkpoint(run: Run):
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
         die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole: {skipped[0]}{more}; "
             "start again with --overwrite")
+    check_nothing_written_over(args.out, 0)
     return None, None, None
+
+
+def check_nothing_written_over(out: str, step: int) -> None:
+    """Stop in one line if training on from `step` would write a checkpoint folder again that
+    holds a run or files put there by hand: said now, not after the training up to that step."""
+    written_over = placed_by_hand_after(out, step)
+    if written_over:
+        die(f"--resume from step {step} would write the checkpoint folders after it again, and "
+            f"{written_over[0]}; move it out, then --resume")
 
 
 def check_resume(run: Run, ckpt: str, state: dict, model, saved_tokenizer) -> None:
@@ -341,7 +376,7 @@ def check_training_state(state: dict, model, device) -> None:
     for name in ("optimizer", "scheduler"):  # moments, step counts, rates, betas, eps, decay, the schedule's rates
         if not all_finite(state[name]):
             raise ValueError(f"a number in its {name} state that is not finite")
-    check_optimizer_settings(optimizer, state["step"], state["scheduler"])
+    check_optimizer_settings(optimizer, state["step"], state["scheduler"], state["args"])
     torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0).load_state_dict(dict(state["scheduler"]))
     torch.Generator(device=device).set_state(state["masker_rng"])
     torch.Generator().set_state(state["torch_rng"])
@@ -349,16 +384,34 @@ def check_training_state(state: dict, model, device) -> None:
         torch.Generator(device=device).set_state(state["cuda_rng"])
 
 
-def check_optimizer_settings(optimizer, step: int, scheduler: dict) -> None:
-    """Raise if the restored AdamW or schedule cannot be the one train_mlm.py saved at `step`:
-    betas in [0, 1), eps above 0, rates and decay not negative, no gradient ascent, each
-    parameter's step count and the schedule's equal to the checkpoint's step."""
+def check_optimizer_settings(optimizer, step: int, scheduler: dict, saved: dict) -> None:
+    """Raise if the restored AdamW or schedule cannot be the one train_mlm.py saved at `step`
+    with the flags it saved: betas in [0, 1), eps above 0, rates and decay not negative, no
+    gradient ascent; then exactly its settings (ADAMW_BETAS, ADAMW_EPS, no AMSGrad, --weight-decay
+    on the matrices' group, the rate --lr and the schedule give at `step`), so a setting edited
+    within its range is not resumed from silently; each parameter's step count and the
+    schedule's equal to the checkpoint's step."""
     for group in optimizer.param_groups:
         b1, b2 = group["betas"]
         if not (0 <= b1 < 1 and 0 <= b2 < 1 and group["eps"] > 0 and group["lr"] >= 0 and group["weight_decay"] >= 0
                 and not group["maximize"]):
             raise ValueError("an AdamW setting out of its range (betas in [0, 1), eps > 0, rate and decay >= 0, "
                              "no maximize)")
+    lr, decay = saved_flag(saved, "lr"), saved_flag(saved, "weight_decay")
+    max_steps = saved_flag(saved, "max_steps")
+    warmup = warmup_length(saved_flag(saved, "warmup"), max_steps)
+    rate = lr * lr_factor(step, max_steps, warmup, saved_flag(saved, "schedule"))
+    for group, group_decay in zip(optimizer.param_groups, (decay, 0.0)):
+        have = {"betas": tuple(group["betas"]), "eps": group["eps"], "amsgrad": group["amsgrad"],
+                "weight_decay": group["weight_decay"], "initial_lr": group.get("initial_lr"), "lr": group["lr"]}
+        want = {"betas": ADAMW_BETAS, "eps": ADAMW_EPS, "amsgrad": False, "weight_decay": group_decay,
+                "initial_lr": lr, "lr": rate}
+        edited = [f"{k} {have[k]} (not {want[k]})" for k in want if have[k] != want[k]]
+        if edited:
+            raise ValueError(f"AdamW's {', '.join(edited)}: not what train_mlm.py sets at step {step} for the flags "
+                             "it saved (edited by hand?)")
+    if scheduler.get("base_lrs") != [lr] * len(optimizer.param_groups):
+        raise ValueError(f"the schedule's base rates {scheduler.get('base_lrs')} are not --lr {lr} (edited by hand?)")
     counts = {float(s["step"]) for s in optimizer.state.values() if "step" in s}
     if counts - {float(step)} or scheduler.get("last_epoch") != step or any(b <= 0 for b in scheduler["base_lrs"]):
         raise ValueError(f"AdamW's step counts {sorted(counts)} or the schedule's ({scheduler.get('last_epoch')!r}, "
@@ -399,6 +452,15 @@ def training_state(run: Run, step: int, optimizer, scheduler, masker: torch.Gene
             "cuda_rng": torch.cuda.get_rng_state(run.device) if run.device.type == "cuda" else None,
             "args": dict(vars(run.args)), "global_batch": run.global_size, "corpus_name": run.corpus,
             "short_steps": run.short_steps}
+
+
+# AdamW with RoBERTa's betas (0.9, 0.98) and BERT's eps 1e-6 (BERT used beta2 0.999); decay on matrices only
+ADAMW_BETAS, ADAMW_EPS = (0.9, 0.98), 1e-6
+
+
+def warmup_length(warmup: float, max_steps: int) -> int:
+    """The steps of the linear warm-up: the share --warmup of --max-steps, at least one."""
+    return max(1, int(warmup * max_steps))
 
 
 def restore(run: Run, state: dict, optimizer, scheduler, masker: torch.Generator, warmup_steps: int) -> None:
@@ -538,7 +600,7 @@ def save(run: Run, step: int, model, state: dict) -> None:
                 run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
             except OSError as e:
                 stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})", write_advice(e, "--resume"))
-            except RunInside as e:
+            except HeldByHand as e:
                 stop(run, f"cannot write the checkpoint of step {step}: {e}", "move it out, then --resume")
 
     main_first(write, run.rank, run.world)  # the others wait for it, and stop with it

@@ -42,6 +42,21 @@ def figure_bytes(fig, format: str = "png", **savefig) -> bytes:
     return buffer.getvalue()
 
 
+def folder_problem(path: str) -> str | None:
+    """Why a folder for pictures cannot be made (or written) at `path`, said before any work is
+    done: a file there, a file above it, or the folder it would go in is not writable. None when it can."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return "a file, not a folder"
+    above = os.path.abspath(path)
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        return f"{above} is a file, not a folder"
+    if not os.access(above, os.W_OK | os.X_OK):
+        return f"{above} is not writable"
+    return None
+
+
 def picture_problem(path: str) -> str | None:
     """Why a picture cannot be written at `path`, said before any work is done: an extension
     other than PICTURE_FORMATS, a folder there, a folder above it that is missing, a file, or not
