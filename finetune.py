@@ -40,8 +40,8 @@ import torch
 from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
 from minibert.checkpoint import NOT_FINITE, read_config
-from minibert.lora import DEFAULT_TARGETS
-from minibert.model import load_model
+from minibert.lora import DEFAULT_TARGETS, lora_targets
+from minibert.model import BertModel, load_model
 from minibert.run import die, first_line, input_lines, run_script, write_advice
 from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
@@ -83,6 +83,11 @@ class Labelled:
 
     def texts(self, split: str) -> list[str]:
         return [t for t, _ in self.rows[split]]
+
+
+def lora_modules(args) -> tuple[str, ...]:
+    """--lora-modules as the names LoRA looks for (the ends of Linear modules' names)."""
+    return tuple(m.strip() for m in args.lora_modules.split(",") if m.strip())
 
 
 HELD_OUT = 0.1  # the share of each label's rows one --data file gives to validation, and to test
@@ -141,6 +146,13 @@ def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
         die(f"the tokenizer in {args.checkpoint} ({vocab} tokens, [PAD] = {pad_id}) does not belong to its model "
             f"({config.vocab_size} tokens, pad_token_id {config.pad_token_id})")
     args.max_length = checked_max_length(args.max_length, config)
+    if args.lora_rank:  # asked of the encoder's skeleton (sizes, no weights): before the load prints a line
+        with torch.device("meta"):
+            skeleton = BertModel(config, add_pooling_layer=args.head == "pooler")
+        try:
+            lora_targets(skeleton, lora_modules(args))
+        except ValueError as e:
+            die(f"--lora-modules {args.lora_modules}: {e}")
     label_ids = {y: i for i, y in enumerate(data.labels)}
     try:
         data.encoded = {s: encode(tokenizer, data.rows[s], label_ids, args.max_length, data.files[s])
@@ -303,7 +315,7 @@ def train(args):
         print(f"{args.data} split by label (seed 0): {len(data.rows['train']):,} training, "
               f"{len(data.rows['valid']):,} validation, {len(data.rows['test']):,} test rows")
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
-    targets = tuple(m.strip() for m in args.lora_modules.split(",") if m.strip())
+    targets = lora_modules(args)
     new_pooler = method == "frozen" and args.head == "pooler" and not has_pooler(args.checkpoint)
     try:
         wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, targets, train_pooler=new_pooler)

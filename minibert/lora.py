@@ -54,13 +54,20 @@ def add_lora(model: nn.Module, rank: int, alpha: float | None = None, dropout: f
     """Wrap every Linear whose name ends with one of `targets`; alpha defaults to the rank.
     Returns the wrapped module names."""
     alpha = float(rank if alpha is None else alpha)
+    names = lora_targets(model, targets)
+    for name in names:
+        parent, leaf = _parent(model, name)
+        setattr(parent, leaf, LoRALinear(getattr(parent, leaf), rank, alpha, dropout))
+    return names
+
+
+def lora_targets(model: nn.Module, targets: tuple[str, ...]) -> list[str]:
+    """The names of `model`'s Linear modules that end with one of `targets`: a ValueError when none
+    does (a model on the meta device, sizes without weights, is enough to ask before loading one)."""
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.endswith(targets)]
     if not names:
         raise ValueError(f"no Linear module ends with {targets}; module names look like "
                          f"{[n for n, m in model.named_modules() if isinstance(m, nn.Linear)][:4]}")
-    for name in names:
-        parent, leaf = _parent(model, name)
-        setattr(parent, leaf, LoRALinear(getattr(parent, leaf), rank, alpha, dropout))
     return names
 
 
