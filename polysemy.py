@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import unicodedata
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -133,6 +134,19 @@ def minibert_folder(path: str | None, flag: str, default: str) -> str | None:
     return None
 
 
+@dataclass
+class Language:
+    """One language's sense pairs, and the minibert checkpoint to compare on them with MiniLM."""
+    name: str                 # "English"
+    code: str                 # the suffix of the model's name in the tables: minibert-en
+    flag: str                 # the flag naming the checkpoint
+    default: str              # the checkpoint looked for without the flag
+    makes: str                # how the default is made, for the note when it is missing
+    sentences: dict
+    pairs: list
+    folder: str | None = None  # the checkpoint folder found (None: the default is missing)
+
+
 def checked_table(name: str, language: str, model, tokenizer, sentences: dict, pairs, where: str) -> list:
     """[(model name, language, rows)], or one line naming `where` (the flag and its folder) for a
     model whose vectors are not finite (finite weights too large for float32)."""
@@ -155,11 +169,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     if folder_problem(args.out):  # said before any model is loaded or any table printed
         die(f"--out {args.out}: {folder_problem(args.out)}; give a folder")
-    minibert = [  # (folder or None, flag, language, its name's suffix, sentences, pairs, what makes the default)
-        (minibert_folder(args.checkpoint, "--checkpoint", "runs/mlm-en"), "--checkpoint", "English", "en", ENGLISH_ALL,
-         ENGLISH_ALL_PAIRS, "runs/mlm-en: run `make run` (or `python train_mlm.py --out runs/mlm-en`)"),
-        (minibert_folder(args.zh_checkpoint, "--zh-checkpoint", "runs/mlm-zh"), "--zh-checkpoint", "Chinese", "zh",
-         CHINESE, CHINESE_PAIRS, "runs/mlm-zh: run `python train_mlm.py --corpus zh --out runs/mlm-zh`")]
+    languages = [
+        Language("English", "en", "--checkpoint", "runs/mlm-en", "run `make run` (or `python train_mlm.py --out "
+                 "runs/mlm-en`)", ENGLISH_ALL, ENGLISH_ALL_PAIRS),
+        Language("Chinese", "zh", "--zh-checkpoint", "runs/mlm-zh", "run `python train_mlm.py --corpus zh --out "
+                 "runs/mlm-zh`", CHINESE, CHINESE_PAIRS)]
+    for language, given in zip(languages, (args.checkpoint, args.zh_checkpoint)):
+        language.folder = minibert_folder(given, language.flag, language.default)
     if args.minilm is None:
         try:
             args.minilm = fetch_minilm()
@@ -167,15 +183,17 @@ def main(argv=None):
             die(str(e))
     minilm, minilm_tok = load(args.minilm, "--minilm")
     tables = []
-    for folder, flag, language, code, sentences, pairs_of, _ in minibert:
-        tables += checked_table("MiniLM", language, minilm, minilm_tok, sentences, pairs_of, f"--minilm {args.minilm}")
-        if folder is not None:
-            model, tokenizer = load(folder, flag)
-            name = f"minibert-{code} ({os.path.basename(os.path.normpath(folder))})"
-            tables += checked_table(name, language, model, tokenizer, sentences, pairs_of, f"{flag} {folder}")
-    for folder, _, language, _, _, _, makes in minibert:  # said once every model given has loaded
-        if folder is None:
-            print(f"(no {language} minibert checkpoint at {makes} to add it)\n")
+    for lang in languages:
+        tables += checked_table("MiniLM", lang.name, minilm, minilm_tok, lang.sentences, lang.pairs,
+                                f"--minilm {args.minilm}")
+        if lang.folder is not None:
+            model, tokenizer = load(lang.folder, lang.flag)
+            name = f"minibert-{lang.code} ({os.path.basename(os.path.normpath(lang.folder))})"
+            tables += checked_table(name, lang.name, model, tokenizer, lang.sentences, lang.pairs,
+                                    f"{lang.flag} {lang.folder}")
+    for lang in languages:  # said once every model given has loaded
+        if lang.folder is None:
+            print(f"(no {lang.name} minibert checkpoint at {lang.default}: {lang.makes} to add it)\n")
     rows = [r for _, _, table in tables for r in table]
     print(f"{pad('model', 26)} {pad('target in sentence A', 22)} {pad('target in sentence B', 22)} "
           f"{pad('senses', 22)} {'contextual':>10s} {'static':>7s}")
