@@ -22,6 +22,7 @@ from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.checkpoint import NOT_FINITE
 from minibert.files import write_file
 from minibert.run import die, run_script
+from minibert.run.flags import Parser
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot, table
 from minibert.text import plain_tokenizer
@@ -47,9 +48,14 @@ def load(path: str):
 def attention(model, tokenizer, text: str, following: str) -> tuple[list[str], torch.Tensor]:
     """(tokens, probabilities (L, H, T, T)) of `[CLS] text [SEP] following [SEP]`; segment ids
     0 then 1, or 0 throughout for a model with one segment embedding (type_vocab_size 1)."""
-    enc = plain_tokenizer(tokenizer).encode(text, following)
+    plain = plain_tokenizer(tokenizer)
+    enc = plain.encode(text, following)
+    a, b = (plain.encode(t, add_special_tokens=False).ids for t in (text, following))
+    for flag, pieces in (("--text", a), ("--next", b)):
+        if not pieces:  # zero-width or control characters only: BERT's normalizer drops them
+            die(f"{flag} holds nothing the tokenizer reads (only invisible or control characters)")
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if enc.ids[0] != cls or enc.ids.count(sep) != 2 or enc.ids[-1] != sep or enc.type_ids[-1] != 1:
+    if enc.ids != [cls, *a, sep, *b, sep] or enc.type_ids != [0] * (len(a) + 2) + [1] * (len(b) + 1):
         die("the tokenizer does not frame a pair as BERT's input, [CLS] text [SEP] next [SEP] with segments 0 then 1 "
             "(its post_processor has no such pair template)")
     if len(enc.ids) > model.config.max_position_embeddings:
@@ -58,7 +64,8 @@ def attention(model, tokenizer, text: str, following: str) -> tuple[list[str], t
     types = types.clamp(max=model.config.type_vocab_size - 1)
     out = model(ids, token_type_ids=types, output_attentions=True)
     probs = torch.stack([a[0] for a in out.attentions])                         # (L, H, T, T)
-    if not bool(torch.isfinite(probs).all()):  # finite weights too large for float32: never a NaN drawn
+    finite = bool(torch.isfinite(probs).all()) and bool(torch.isfinite(out.last_hidden_state).all())
+    if not finite:  # finite weights too large for float32 (in attention, or after it): never a NaN drawn
         die(f"the model {NOT_FINITE}")
     return enc.tokens, probs
 
@@ -107,7 +114,7 @@ def draw(plt, models: list[tuple[str, list[str], torch.Tensor]]):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--checkpoint", nargs="+", required=True, metavar="FOLDER",
                    help="checkpoint or train_mlm.py run folders (a run: its newest checkpoint), drawn one below "
                         "another")

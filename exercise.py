@@ -16,7 +16,8 @@ import torch
 from data.prepare import DataError, fetch_minilm, labelled_folder
 from minibert import BertForClassification, BertModel, CheckpointError, load_tokenizer, random_mask_tokens
 from minibert.run import die, run_script
-from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table
+from minibert.run.flags import Parser
+from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.labelled import read_split, split_files, token_ids
 from minibert.text import pad_batch
 
@@ -64,11 +65,11 @@ def exercise_3(minilm: str) -> None:
 
 
 def main(argv=None) -> None:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
+    Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     try:
         minilm = fetch_minilm()
-        BertModel.from_pretrained(minilm)  # a damaged download is one line, up front
-        load_tokenizer(minilm)
+        model, tokenizer = BertModel.from_pretrained(minilm).eval(), load_tokenizer(minilm)  # damaged: one line, up front
+        word_vector(model, tokenizer, "the river bank was muddy", "bank")  # weights that overflow float32: said here
     except (DataError, CheckpointError, FileNotFoundError) as e:
         die(f"{e} (delete data/cache/minilm to fetch it again)")
     exercise_1(minilm)

@@ -23,7 +23,7 @@ softmax over the whole vocabulary at that position, to three decimals:
 superlative); --beside-random-init adds, under each mask's line, the same model's guesses before
 any training (its config, weights initialised from seed 0): what pretraining changed.
 
-Every error is one line on standard error, with exit status 1.
+Every error is one line on standard error: exit status 2 for a wrong command line, 1 for anything else.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import torch
 from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.run import die, input_lines, run_script
-from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
+from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.training import pick_device
 from minibert.text import one_line
@@ -71,7 +71,7 @@ def read_texts(texts: list[str]) -> list[str]:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("texts", nargs="*", help="texts holding [MASK] (default: one per line from standard input)")
     p.add_argument("--checkpoint", required=True,
                    help="a masked-LM checkpoint folder (HF's layout), or a train_mlm.py run folder (its newest checkpoint)")

@@ -50,7 +50,8 @@ from minibert.run.classification import (HEADS, build_classifier, evaluate, expo
 from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holder, resolve_checkpoint, run_kind,
                                   write_json)
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
-from minibert.run.flags import AT_LEAST_0, AT_LEAST_1, FRACTION, POSITIVE, SEED, add_device, check_ranges
+from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser, add_device,
+                                check_ranges)
 from minibert.run.labelled import (InputError, batch_of, batches, check_known_labels, encode, read_split, scores,
                                    split_files, split_rows, token_ids)
 from minibert.run.training import pick_device, use_tf32
@@ -321,6 +322,11 @@ def train(args):
         wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, targets, train_pooler=new_pooler)
     except ValueError as e:
         die(f"--lora-modules {args.lora_modules}: {e}")
+    with torch.no_grad():  # finite weights too large for float32: said before --out is claimed, not at the first step
+        first, _ = next(batches(data.encoded["train"], args.batch_size, pad_id))
+        if not bool(torch.isfinite(logits_of(model.eval(), first)).all()):
+            die(f"--checkpoint {args.checkpoint}: the model {NOT_FINITE}")
+    model.train()
     lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # every check done
     if new_pooler:
         print(f"{args.checkpoint} has no pooler: the new one trains with the classifier, the encoder stays frozen")
@@ -350,15 +356,13 @@ def recover_export(model: str) -> None:
     if holder and not any(os.path.isdir(model + end) for end in (".old", ".tmp")):
         die(f"{run} is still fine-tuning (pid {holder}) and has no best/ model yet; predict once its first epoch "
             "is done")
-    lock = claim_run_folder(run, "fine-tuning", resume=True)
+    lock = claim_run_folder(run, "fine-tuning", resume=True, flag="--model")
     recover_best(model)
     lock.close()
 
 
 def predict(args):
-    texts = input_lines(args.file or None, "sentence")
-    if not texts:
-        die("no text to label (one sentence per line, from --file or standard input)")
+    texts = input_lines(args.file, "sentence") if args.file else None  # a file that cannot be read: said first
     kind = run_kind(args.model)
     if kind == "fine-tuning":  # a run folder: its best epoch's model
         args.model = os.path.join(args.model, "best")
@@ -373,6 +377,10 @@ def predict(args):
     if not isinstance(model, tuple(HEADS.values())):
         die(f"--model {args.model} holds a {type(model).__name__}, not a classifier; give the best/ folder "
             "of a `finetune.py train` run")
+    if texts is None:  # standard input, read once the model is known good
+        texts = input_lines(None, "sentence")
+    if not texts:
+        die("no text to label (one sentence per line, from --file or standard input)")
     args.max_length = checked_max_length(args.max_length, model.config)
     data = {"ids": token_ids(tokenizer, texts, args.max_length), "labels": torch.zeros(len(texts), dtype=torch.long)}
     blank = next((n for n, row in enumerate(data["ids"], 1) if len(row) <= 2), None)  # [CLS] [SEP] alone
@@ -396,7 +404,7 @@ def parse_args(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in ("train", "predict", "-h", "--help"):
         argv.insert(0, "train")
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="fine-tune (the default command)")
     t.add_argument("--checkpoint", required=True,
@@ -460,7 +468,7 @@ def parse_args(argv=None):
         check_ranges(p, args, {"epochs": AT_LEAST_1, "batch_size": AT_LEAST_1, "patience": AT_LEAST_1,
                                "max_steps": AT_LEAST_0, "lora_rank": AT_LEAST_0, "seed": SEED, "lr": POSITIVE,
                                "weight_decay": AT_LEAST_0, "dropout": FRACTION, "lora_alpha": POSITIVE,
-                               "valid_fraction": FRACTION, "test_fraction": FRACTION})
+                               "valid_fraction": HELD_OUT_SHARE, "test_fraction": HELD_OUT_SHARE})
     if args.max_length is not None and args.max_length < 3:
         p.error("--max-length must be at least 3 ([CLS], one token, [SEP])")
     return args

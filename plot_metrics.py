@@ -26,6 +26,7 @@ import sys
 
 from minibert.files import read_bytes, write_file
 from minibert.run import die, run_script
+from minibert.run.flags import Parser
 from minibert.run.folders import metric_records, read_json
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot
@@ -82,6 +83,9 @@ def best_point(accuracy: list[tuple], summary: dict) -> tuple | None:
     """(epoch, validation accuracy) of the epoch finetune.py kept: summary.json's best_epoch, or,
     before the run has written it, the first epoch of the highest accuracy (its rule)."""
     kept = [point for point in accuracy if point[0] == summary.get("best_epoch")]
+    if "best_epoch" in summary and not kept:
+        print(f"note: summary.json's best_epoch ({repr(summary['best_epoch'])[:40]}) is no epoch of the records; "
+              "the best one by finetune.py's rule is starred", file=sys.stderr)
     return kept[0] if kept else max(accuracy, key=lambda point: point[1], default=None)
 
 
@@ -207,12 +211,18 @@ def figure(metrics_path: str):
     folder = os.path.dirname(os.path.abspath(metrics_path))
     name = os.path.basename(folder)
     by_epoch = any("epoch" in r for r in records)  # the records decide, whatever run.json beside them says
+    if by_epoch and not all("epoch" in r for r in records):
+        die(f"{metrics_path} holds records of a fine-tuning run (each with an epoch) and of another run (without); "
+            "give one run's metrics.jsonl")
     x = "epoch" if by_epoch else "step"
     if not any(series(records, k, x=x) for k in ("train_loss", "valid_loss")):
         die(f"{metrics_path}: no loss has a whole-number {x} to draw it at; give the metrics.jsonl of a "
             "train_mlm.py or finetune.py run")
     if by_epoch:
         summary = read_json(os.path.join(folder, "summary.json"))
+        if os.path.lexists(os.path.join(folder, "summary.json")) and not isinstance(summary, dict):
+            print("note: summary.json beside the metrics is not finetune.py's summary (damaged?); no baselines "
+                  "are drawn", file=sys.stderr)
         return finetuning_figure(plt, records, summary if isinstance(summary, dict) else {}, name)
     levels = ngram_levels(folder)
     if levels is None:
@@ -231,7 +241,7 @@ def plot_metrics(metrics_path: str, out_path: str) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("metrics", help="metrics.jsonl written by train_mlm.py or finetune.py")
     p.add_argument("--out", help="the figure to write, .png, .pdf or .svg (default: loss.png beside the metrics file)")
     args = p.parse_args(argv)

@@ -30,6 +30,7 @@ from data.prepare import DataError, fetch_minilm
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.files import write_file
 from minibert.run import die, os_problem, run_script
+from minibert.run.flags import Parser
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, folder_problem, pyplot
@@ -157,7 +158,7 @@ def checked_table(name: str, language: str, model, tokenizer, sentences: dict, p
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minilm", default=None, help="the MiniLM folder (default: fetched into data/cache/minilm)")
     p.add_argument("--checkpoint",
                    help="a minibert checkpoint (or train_mlm.py run folder) pretrained on English "

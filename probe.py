@@ -47,7 +47,7 @@ from minibert.files import write_file
 from minibert.run import die, run_script, write_advice
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
-from minibert.run.flags import PROBABILITY, SEED, add_device, check_ranges
+from minibert.run.flags import PROBABILITY, SEED, Parser, add_device, check_ranges
 from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, lock_holder, resolve_checkpoint,
                                    run_kind, write_json)
 from minibert.run.labelled import InputError, label_subsets, scores
@@ -429,7 +429,7 @@ def check_window(args, folders: list[str]) -> None:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--checkpoint", nargs="+", metavar="SPEC",
                       help="checkpoint or run folders, random:FOLDER, minilm; each folder gets its random twin")

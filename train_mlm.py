@@ -39,7 +39,8 @@ from minibert import IGNORE_INDEX, PreTrainingOutput
 from minibert.files import write_file
 from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, target_slots
 from minibert.run import die, interrupted, run_script, write_advice
-from minibert.run.flags import AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, add_device, check_ranges
+from minibert.run.flags import (AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, Parser, add_device,
+                                check_ranges)
 from minibert.run.folders import read_json, truncate_metrics, write_json
 from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase, Run, default_short_seq_len, log,
                                       new_or_resumed_model, phases, planned_short_steps, restore, save,
@@ -49,7 +50,7 @@ from minibert.run.training import adamw, autocast, lr_factor, main_first
 
 def parser() -> argparse.ArgumentParser:
     """Every flag and its default, in four groups: data, model, optimisation, run."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument_group("data")
     a.add_argument("--corpus", nargs="+", default=["en"], metavar="NAME|FILE",
                    help="en (default: VADER sentences + Wikipedia sample, 4.5 MB), en-large (en + BBC news + "

@@ -42,6 +42,8 @@ import zipfile
 
 from minibert.files import parse_json, read_bytes, write_file
 from minibert.run import os_problem, run_script
+from minibert.run.flags import Parser
+from minibert.text import other_break
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
@@ -421,8 +423,13 @@ def prepare_text(out_dir: str, files: list[str]) -> dict:
     if not documents:
         raise DataError(f"no text in {', '.join(files)}: give UTF-8 files with one document per line, or blank "
                         "lines between documents")
-    return write_corpus(out_dir, split_pretrain(documents, "text-pretrain"), None, [os.path.abspath(p) for p in files],
-                        texts_sha256(texts))
+    try:
+        return write_corpus(out_dir, split_pretrain(documents, "text-pretrain"), None,
+                            [os.path.abspath(p) for p in files], texts_sha256(texts))
+    except DataError as e:  # too little text: perhaps its lines end in a character that is no line end here
+        odd = next((other_break(data.decode("utf-8")) for data in texts if other_break(data.decode("utf-8"))), None)
+        raise (DataError(f"{e}; your text holds {odd}, which is not a line end here (lines end at \\n, \\r\\n or "
+                         "\\r)") if odd else e) from None
 
 
 def fetch_minilm(root: str = CACHE) -> str:
@@ -480,10 +487,16 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", corpus) or ".." in corpus:  # a folder name inside `root`
         raise DataError(f"the corpus name {corpus!r} is not a plain folder name (letters, digits, . _ -): it names "
                         f"the corpus's folder inside {root}")
+    if text_files and corpus in (*CORPORA, "minilm", "downloads"):  # the cache's own folders
+        raise DataError(f"{corpus!r} names one of the cache's own folders (the corpora {', '.join(CORPORA)}, MiniLM, "
+                        "the downloads): give your text another --corpus name")
     out_dir = corpus_dir(corpus, root)
     manifest = read_manifest(out_dir)
     found = prepared_format(manifest, out_dir)
-    same_text = not text_files or (manifest or {}).get("text_sha256") == texts_sha256(read_texts(text_files))
+    if text_files:
+        same_text = (manifest or {}).get("text_sha256") == texts_sha256(read_texts(text_files))
+    else:  # a named corpus is never one's own text (prepared under its name by an older version)
+        same_text = "text_sha256" not in (manifest or {}) or corpus not in CORPORA
     if not force and found == FORMAT and same_text:  # (NAME prepared from other files: prepared again from these)
         return out_dir
     older, listed = found not in (None, FORMAT), manifest_files(manifest)  # an older format's split differs
@@ -527,7 +540,7 @@ def labelled_folder(data: str, root: str = CACHE) -> str:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = Parser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", default="en", help="en (default), en-large, zh, or a name for the --text files")
     p.add_argument("--text", nargs="+", metavar="FILE",

@@ -55,7 +55,7 @@ from minibert.run import die, os_problem, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
 from minibert.run.finetuning import Recipe
-from minibert.run.flags import AT_LEAST_1, add_device, check_ranges
+from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
 from minibert.run.folders import KINDS, enclosing_run, run_kind, write_json
 from minibert.run.labelled import label_subsets, scores
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
@@ -495,7 +495,7 @@ def plot(study: str, rows: list[dict], path: str) -> bool:
 
 def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
     """The flags, and the study's settings with --seeds and --budgets applied."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", choices=sorted(STUDIES))
     p.add_argument("--quick", action="store_true",
                    help="a few updates on small splits (about a minute); pretraining --quick without "

@@ -52,7 +52,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from .config import TOKENIZER_DIGEST, BertConfig
-from .files import open_file, parse_json, read_bytes, write_file
+from .files import not_a_file, open_file, parse_json, read_bytes, write_file
 from .text import plain_tokenizer
 
 logger = logging.getLogger("minibert")
@@ -115,6 +115,9 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """
     path = os.fspath(path)
     st, index, binary = _weight_files(path)
+    odd = next((f for f in (st, index, binary) if os.path.lexists(f) and not os.path.isfile(f)), None)
+    if odd is not None:  # a folder or a named pipe where the weights go: named as such, not as missing
+        raise CheckpointError(f"{odd} is {not_a_file(odd)}; {_DAMAGED}")
     if os.path.isfile(st):
         return _read_safetensors(st)
     if os.path.isfile(index):

@@ -83,7 +83,26 @@ def _label_table(id2label) -> dict[int, str]:
         table = {}
     if sorted(table) != list(range(len(id2label))):
         raise ValueError(f"BertConfig.id2label keys must be 0..N-1, got {sorted(map(str, id2label))}")
+    blank = [k for k, v in id2label.items() if v is None or not str(v).strip()]
+    if blank:  # predict would print it as the label
+        raise ValueError(f"BertConfig.id2label gives id {blank[0]} no label ({id2label[blank[0]]!r})")
+    if len(set(table.values())) < len(table):
+        twice = next(v for v in table.values() if list(table.values()).count(v) > 1)
+        raise ValueError(f"BertConfig.id2label names two classes {twice!r}: each class needs its own label")
     return table
+
+
+def _check_label_counts(d: dict) -> None:
+    """HF's num_labels beside id2label must be its length (a ValueError otherwise); without
+    id2label it is a count of classes no head here reads (a ValueError only when it is not one).
+    (label2id is not read: id2label names the classes, and a save writes label2id from it.)"""
+    count, table = d.get("num_labels"), d.get("id2label")
+    if "num_labels" in d and (type(count) is not int or count < 1):
+        raise ValueError(f"num_labels must be a count of classes, got {count!r}")
+    if not isinstance(table, dict):
+        return
+    if "num_labels" in d and count != len(table):
+        raise ValueError(f"num_labels {count} disagrees with id2label's {len(table)} labels")
 
 
 @dataclass
@@ -195,9 +214,10 @@ class BertConfig:
             value = d.get(key)
             if key in d and (not isinstance(value, (bool, str, type(None))) or value not in allowed):
                 raise ValueError(f"the config sets {key} = {value!r} ({meaning}), which minibert does not implement")
+        _check_label_counts(d)
         names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_SWITCHES)
         unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS and k not in _HF_MATH_KEYS
-                         and k not in RUNTIME_SWITCHES and k != TOKENIZER_DIGEST)
+                         and k not in RUNTIME_SWITCHES and k not in (TOKENIZER_DIGEST, "num_labels"))
         if unknown:
             warnings.warn(f"BertConfig: ignoring unknown config keys {unknown}", stacklevel=2)
         return cls(**{k: v for k, v in d.items() if k in names})

@@ -24,6 +24,16 @@ def lines_of(text: str) -> list[str]:
     return re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")) if text else []
 
 
+# the characters other than \n and \r at which str.splitlines() (and so some editor) breaks a line: not line ends here
+OTHER_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def other_break(text: str) -> str | None:
+    """The first of OTHER_BREAKS in `text`, named (for a message: "U+2028"), or None."""
+    found = next((c for c in text if c in OTHER_BREAKS), None)
+    return None if found is None else f"U+{ord(found):04X}"
+
+
 # a tab, and every character that str.splitlines() (and so some reader) breaks a line at: written as its escape;
 # and the backslash, doubled, so that an escape shown is never a backslash and a letter of the text itself
 _BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\\\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}

@@ -46,7 +46,8 @@ def refusal_line(code, err: str) -> str:
     - `die`: SystemExit("error: ..."): Python prints the message as the only line on standard error
       and exits with status 1; so the message starts with "error: ", holds no newline, and nothing
       else went to standard error. (A process that prints its line itself and exits 1 passes too.)
-    - argparse: exit status 2; standard error is the usage, then ONE line "PROG: error: ...", last."""
+    - a wrong command line (minibert.run.flags.Parser): exit status 2 and ONE line "error: ... (see
+      PROG --help)", not argparse's usage block."""
     if isinstance(code, str):
         assert code.startswith("error: ") and "\n" not in code, repr(code)
         assert err == "", f"standard error holds more than the one line: {err!r}"
@@ -56,10 +57,8 @@ def refusal_line(code, err: str) -> str:
         assert len(lines) == 1 and lines[0].startswith("error: "), err
         return lines[0]
     assert code == 2, f"exit status {code!r}: a refusal exits 1 (error: ...) or 2 (argparse); stderr {err!r}"
-    assert lines and lines[0].startswith("usage: "), err
-    errors = [line for line in lines if re.match(r"\S+: error: ", line)]
-    assert len(errors) == 1 and errors[0] == lines[-1], err
-    return lines[-1]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and lines[0].endswith(" --help)"), err
+    return lines[0]
 
 
 @contextlib.contextmanager

@@ -186,3 +186,27 @@ def test_each_bookkeeping_key_changes_nothing_in_transformers_either(key, tmp_pa
     with torch.no_grad():
         assert torch.equal(keyed(input_ids=ids).logits, plain)
         assert_close(ours(ids).logits, plain, atol=TINY_REORDER, what=f"minibert with {key}")
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"id2label": {"0": None, "1": "pos"}}, r"id2label gives id 0 no label \(None\)"),
+    ({"id2label": {"0": " ", "1": "pos"}}, r"id2label gives id 0 no label"),
+    ({"id2label": {"0": "pos", "1": "pos"}}, r"id2label names two classes 'pos'"),
+    ({"id2label": {"0": "neg", "1": "pos"}, "num_labels": 3}, r"num_labels 3 disagrees with id2label's 2 labels"),
+    ({"num_labels": "two"}, r"num_labels must be a count of classes"),
+], ids=["null-label", "blank-label", "two-classes-one-name", "num-labels-disagrees",
+        "num-labels-not-a-count"])
+def test_a_label_table_that_cannot_name_each_class_once_is_refused(change, message):
+    """predict prints id2label's names: a null or blank one printed None or nothing, two classes of
+    one name could not be told apart, and a num_labels that contradicts id2label was read
+    silently (and called unknown): each a ValueError naming the key."""
+    with pytest.raises(ValueError, match=message):
+        BertConfig.from_dict({**BertConfig().to_dict(), **change})
+
+
+def test_num_labels_that_agrees_with_id2label_is_known_and_silent():
+    """num_labels equal to id2label's length is HF's own key: read without a warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = BertConfig.from_dict({**BertConfig().to_dict(), "id2label": {"0": "neg", "1": "pos"}, "num_labels": 2})
+    assert config.id2label == {0: "neg", 1: "pos"}

@@ -374,3 +374,15 @@ def test_two_processes_preparing_one_corpus_at_once_both_succeed(tmp_path):
     manifest = json.loads((tmp_path / "cache" / "mine" / "manifest.json").read_text())
     assert sum(v["documents"] for v in manifest["files"].values()) == 3000
     assert not [p for p in (tmp_path / "cache").rglob("*") if ".tmp" in p.name]
+
+
+@pytest.mark.parametrize("name", ["zh", "en-large", "minilm", "downloads"])
+def test_your_text_never_takes_a_folder_the_cache_keeps_for_itself(tmp_path, name):
+    """data/prepare.py --corpus zh --text FILE wrote the user's text as the zh corpus (and
+    train_mlm.py --corpus zh then trained on it); --corpus minilm wrote it into MiniLM's folder.
+    Each of the cache's own names is refused in one line, and nothing is made."""
+    text = tmp_path / "mine.txt"
+    text.write_text("".join(f"document {i} has some words\n" for i in range(300)))
+    with pytest.raises(prep.DataError, match=rf"'{name}' names one of the cache's own folders"):
+        prep.prepare(name, [str(text)], root=str(tmp_path / "cache"))
+    assert not (tmp_path / "cache").exists()

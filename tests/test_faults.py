@@ -47,16 +47,17 @@ def pretrained(tmp_path_factory, corpus):
 
 def test_a_finished_fine_tuning_run_is_refused_then_replaced_whole_with_overwrite(setup, tmp_path):
     """Re-running into a finished fine-tuning folder is refused and leaves it untouched; with
-    --overwrite nothing of the old run is left (a stray file of it is gone, run.json names the kind)."""
+    --overwrite nothing of the old run is left (what a killed export left, best.old, is gone; run.json
+    names the kind)."""
     out = tmp_path / "cls"
     finetune_run(setup, out, "--epochs", "1")
     before = (out / "metrics.jsonl").read_bytes()
     with refusal("already holds a fine-tuning run; pass --overwrite"):
         finetune_run(setup, out, "--epochs", "1")
     assert (out / "metrics.jsonl").read_bytes() == before
-    (out / "stray-from-the-old-run.txt").write_text("x")
+    shutil.copytree(out / "best", out / "best.old")
     finetune_run(setup, out, "--epochs", "2", "--overwrite")
-    assert not (out / "stray-from-the-old-run.txt").exists()
+    assert not (out / "best.old").exists()
     assert [json.loads(line)["epoch"] for line in open(out / "metrics.jsonl")] == [1, 2]
     assert json.loads((out / "run.json").read_text()) == {"kind": "fine-tuning"}
     assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE, "best", "metrics.jsonl", "run.json", "summary.json"]
@@ -483,6 +484,29 @@ def test_a_run_inside_another_run_is_refused(pretrained, setup, tmp_path, corpus
     assert not (tmp_path / "ft" / "best" / "pre").exists()
 
 
+@pytest.mark.parametrize("where", ["notes.txt", "checkpoints/step-000002/notes.txt", "checkpoints/mine.txt",
+                                   "fine-tuning/notes.txt"])
+def test_overwrite_never_deletes_a_file_no_run_writes(pretrained, setup, tmp_path, corpus, where):
+    """A file of the user's own in a run folder (beside its files, in a checkpoint, in checkpoints/):
+    --overwrite deletes what runs write, so it refuses in one line naming the file and changes
+    nothing (the old code deleted it with the run)."""
+    if where.startswith("fine-tuning"):
+        out = tmp_path / "ft"
+        finetune_run(setup, out, "--epochs", "1")
+        where = where.removeprefix("fine-tuning/")
+        command = lambda: finetune_run(setup, out, "--epochs", "1", "--overwrite")  # noqa: E731
+    else:
+        out = copy_run(pretrained, tmp_path)
+        command = lambda: train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "2",  # noqa: E731
+                                                       "--overwrite"))
+    (out / where).write_text("mine\n")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with refusal(rf"^error: --out \S+ holds what no \S+ run writes, .*{re.escape(where.split('/')[-1])}.*: "
+                 r"--overwrite would delete it; move it out, or choose another --out$"):
+        command()
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before and (out / where).read_text() == "mine\n"
+
+
 def test_a_run_moved_into_another_by_hand_is_never_deleted_with_it(pretrained, setup, tmp_path, corpus):
     """A pretraining run moved (mv) into a fine-tuning run's folder, and another into the oldest
     checkpoint of a pretraining run: --overwrite of the fine-tuning run refuses in one line,
@@ -609,8 +633,8 @@ def within(seconds: int):
 PIPES = {  # where a named pipe stands -> what the command must say (one line), or None: it runs and replaces it
     "metrics.jsonl": r"^error: cannot write \S+/metrics.jsonl \(is a named pipe, not a file\); it is not a plain "
                      r"file: remove it, then run again with --resume$",
-    "run.json": r"--out \S+ already holds other files",
-    "training_state.pt": r"step-000004 holds files no checkpoint writes \(training_state.pt\)",
+    "run.json": r"--out \S+: its run.json does not say which run wrote the folder",
+    "training_state.pt": r"step-000004 holds training_state.pt, a named pipe, not a file",
     "config.json": r"^error: cannot load --checkpoint \S+: cannot read \S+/config.json: it is a named pipe, not a file$",
     "token cache": None,
     "probes.json": None,
@@ -693,3 +717,53 @@ def test_a_resume_goes_on_with_its_own_tokenizer_when_the_cache_trains_another(p
     assert numbers(rebuilt / "run") == numbers(kept / "run")
     last = "checkpoints/step-000006/model.safetensors"
     assert (rebuilt / "run" / last).read_bytes() == (kept / "run" / last).read_bytes()
+
+
+@pytest.mark.parametrize("case", ["run-json-damaged", "checkpoints-a-file", "latest-a-folder",
+                                  "a-named-pipe-as-training-state"])
+def test_what_stands_in_a_runs_place_is_named_before_it_trains(pretrained, tmp_path, corpus, case):
+    """--resume of a run whose run.json is damaged: named (the old code: "already holds other
+    files", as if the folder were no run); whose checkpoints/ is a file or whose checkpoints/latest
+    is a folder: said before training (the old code trained, then failed at the first save with
+    "File exists" and no path); whose newest training_state.pt is a named pipe: named as one (the
+    old code: "files no checkpoint writes", for a file every checkpoint writes)."""
+    out = copy_run(pretrained, tmp_path)
+    if case == "run-json-damaged":
+        (out / "run.json").write_text("garbage{")
+        pattern = r"^error: --out \S+: its run.json does not say which run wrote the folder"
+    elif case == "checkpoints-a-file":
+        shutil.rmtree(out / "checkpoints")
+        (out / "checkpoints").write_text("mine\n")
+        pattern = r"^error: \S+/checkpoints is not a folder, and the run writes its checkpoints there; remove it"
+    elif case == "latest-a-folder":
+        (out / "checkpoints" / "latest").unlink()
+        (out / "checkpoints" / "latest").mkdir()
+        pattern = r"^error: \S+/checkpoints/latest is a folder, and the run writes its newest step's name there"
+    else:
+        state = out / "checkpoints" / "step-000004" / "training_state.pt"
+        state.unlink()
+        os.mkfifo(state)
+        pattern = r"step-000004 holds training_state.pt, a named pipe, not a file; move it out, then --resume$"
+    lines = (out / "metrics.jsonl").read_text()
+    with within(20), refusal(pattern):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "8"))
+    assert (out / "metrics.jsonl").read_text() == lines
+
+
+def test_a_token_cache_edited_within_the_vocabulary_is_made_again(pretrained, tmp_path, corpus):
+    """A token cache whose ids were edited (to ids inside the vocabulary, so no range check sees
+    it) or whose line starts were cut: its bytes are not those whose sha256 was written beside it,
+    so it is made again, and the run is the run of an untouched cache (the old code trained on
+    the edited ids)."""
+    runs = {}
+    for name in ("untouched", "edited"):
+        cache = tmp_path / f"cache-{name}"
+        shutil.copytree(pretrained / "cache", cache)
+        if name == "edited":
+            for path in cache.rglob("tokens/*.pt"):
+                cached = torch.load(path, weights_only=True)
+                cached["ids"][: len(cached["ids"]) // 2] = 7
+                torch.save(cached, path)
+        train_mlm.main(pretrain_args(tmp_path / name, corpus, cache, "--max-steps", "2", "--save-every", "2"))
+        runs[name] = (tmp_path / name / "checkpoints" / "step-000002" / "model.safetensors").read_bytes()
+    assert runs["edited"] == runs["untouched"]

@@ -440,8 +440,9 @@ def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(ba
     """Every LayerNorm weight set to 1e38: finite, so the file loads, but the hidden states overflow
     to inf and NaN. fill-mask printed `(nan)` probabilities, predict a NaN and a label, attention a
     table of NaN, polysemy NaN similarities (all exit 0); fine-tuning advised a lower learning rate
-    at its first step, before any update; the probes stopped in a traceback. Each is one line
-    saying the model computes numbers that are not finite."""
+    at its first step, before any update, leaving a claimed --out (now: checked on one batch before
+    --out is claimed); the probes stopped in a traceback. Each is one line saying the model
+    computes numbers that are not finite."""
     src = base / ("cls" if command == "predict" else "pre")
     run = tmp_path / src.name
     shutil.copytree(src, run, ignore=shutil.ignore_patterns(LOCK_FILE))
@@ -455,6 +456,7 @@ def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(ba
     (tmp_path / "in.txt").write_text("a good film\n")
     with refusal(r"the model computes numbers that are not finite from its weights \(they overflow float32\)"):
         run_command()
+    assert not (tmp_path / "ft").exists()
 
 
 @pytest.mark.parametrize("dtype", ["int64", "bool", "uint8", "float8-nan"])
@@ -579,9 +581,9 @@ def test_attention_on_a_model_with_one_segment(tmp_path):
 
 @pytest.mark.parametrize("out,pattern", [
     ("a.txt", r"--out \S*a.txt: cannot draw a .txt file"),
-    ("file/a.png", r"--out \S*file/a.png: \S*file is a file, not a folder$"),
-    ("missing/a.png", r"--out \S*missing/a.png: its folder \S*missing does not exist$"),
-    (".", r"--out \S*: a folder; give a picture's path$"),
+    ("file/a.png", r"--out \S*file/a.png: \S*file is a file, not a folder \(see"),
+    ("missing/a.png", r"--out \S*missing/a.png: its folder \S*missing does not exist \(see"),
+    (".", r"--out \S*: a folder; give a picture's path \(see"),
 ])
 def test_attention_refuses_a_picture_it_cannot_write_before_it_prints(base, tmp_path, capsys, out, pattern):
     """--out is checked before any model is loaded: the refusal is the only thing the command
@@ -642,7 +644,7 @@ def test_a_damaged_manifest_prepares_the_text_again_and_keeps_the_caches_made_of
     (folder,) = cache.glob("text-*")
     train_mlm.main(pretrain_args(tmp_path / "intact", corpus, cache, "--max-steps", "1"))
     intact = capsys.readouterr().out.splitlines()[0]
-    caches = {p: p.stat().st_ino for p in [*folder.glob("tokenizer-*.json"), *folder.glob("tokens/*")]}
+    caches = {p: p.stat().st_ino for p in [*folder.glob("tokenizer-*.json"), *folder.glob("tokens/*.pt")]}
     (folder / "manifest.json").write_bytes(b"{garbage")
     train_mlm.main(pretrain_args(tmp_path / "again", corpus, cache, "--max-steps", "1"))
     assert capsys.readouterr().out.splitlines()[0] == intact
@@ -771,3 +773,90 @@ def test_a_head_minibert_does_not_have_is_refused_by_its_name(base, tmp_path, po
     with refusal(r"^error: cannot load --model \S+best: \S+best holds a BertForTokenClassification \(its "
                  r"config.json's architectures\), whose head minibert does not have; it loads BertModel, "):
         finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "in.txt")])
+
+
+@pytest.mark.parametrize("case", ["pair-swapped", "invisible-text", "overflow-after-attention"])
+def test_attention_draws_only_berts_pair_and_finite_numbers(base, tmp_path, case):
+    """attention.py on a tokenizer whose pair template puts the next text first (the old code drew
+    --next as segment A, unsaid), on a --text of zero-width spaces (an empty segment A, drawn), and
+    on a checkpoint whose intermediate layer overflows float32 after the attention (its maps are
+    finite, its output is not: the old code drew it; every other command refuses it)."""
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    text = "a good film ."
+    if case == "pair-swapped":
+        config = json.loads((ckpt / "config.json").read_text())
+        config.pop("tokenizer_sha256", None)
+        (ckpt / "config.json").write_text(json.dumps(config))
+        tok = json.loads((ckpt / "tokenizer.json").read_text())
+        pair = tok["post_processor"]["pair"]
+        sequences = [piece for piece in pair if "Sequence" in piece]
+        sequences[0]["Sequence"]["id"], sequences[1]["Sequence"]["id"] = "B", "A"
+        (ckpt / "tokenizer.json").write_text(json.dumps(tok))
+        pattern = r"does not frame a pair as BERT's input"
+    elif case == "invisible-text":
+        text, pattern = "\u200b\u200b", r"^error: --text holds nothing the tokenizer reads"
+    else:
+        rewrite_file(ckpt, lambda t: {k: v * 1e30 if "intermediate.dense.weight" in k else v for k, v in t.items()})
+        pattern = r"the model computes numbers that are not finite"
+    with refusal(pattern):
+        attention.main(["--checkpoint", str(ckpt), "--out", str(tmp_path / "att.png"), "--text", text])
+    assert not (tmp_path / "att.png").exists()
+
+
+@pytest.mark.parametrize("case", ["empty-stdin-bad-model", "best-tmp-not-whole", "fine-tuning-run-as-checkpoint",
+                                  "weights-a-folder", "probe-out-of-other-files", "summary-of-a-fine-tuning-run"])
+def test_each_refusal_names_the_real_cause(base, setup, tmp_path, monkeypatch, capsys, case):
+    """predict with nothing on standard input and a --model that is a pretraining run: the model
+    is named (the old code: "no text to label"). A best.tmp that is no whole model (notes of
+    one's own) beside best.old after a killed export: best.old is put back (the old code moved
+    best.tmp into best/, breaking every later predict). A fine-tuning run as --checkpoint: named,
+    with its best/ (the old code: "no tokenizer.json"). A model.safetensors that is a folder:
+    named (the old code: "no model.safetensors", listing it). probe.py --out a folder of other
+    files: no advice to use --overwrite, which probe.py has not. probe.py --summary of a
+    fine-tuning run: named (the old code: "not a checkpoint or run folder")."""
+    import io as io_module
+    if case == "empty-stdin-bad-model":
+        monkeypatch.setattr("sys.stdin", io_module.StringIO(""))
+        with refusal(r"^error: --model \S+pre is a pretraining run, not a classifier"):
+            finetune.main(["predict", "--model", str(base / "pre")])
+    elif case == "best-tmp-not-whole":
+        out = copy(base, "cls", tmp_path)
+        (out / "best").rename(out / "best.old")
+        (out / "best.tmp").mkdir()
+        (out / "best.tmp" / "notes.txt").write_text("mine\n")
+        (tmp_path / "in.txt").write_text("a good film\n")
+        finetune.main(["predict", "--model", str(out), "--file", str(tmp_path / "in.txt")])
+        assert capsys.readouterr().out.count("\t") == 2 and (out / "best" / "config.json").is_file()
+    elif case == "fine-tuning-run-as-checkpoint":
+        with refusal(r"^error: \S+cls is a fine-tuning run, not a checkpoint or a train_mlm.py run folder; its model "
+                     r"is \S+cls/best$"):
+            finetune.main(["--checkpoint", str(base / "cls"), "--data", str(setup / "data"), "--out",
+                           str(tmp_path / "ft"), "--no-progress"])
+    elif case == "weights-a-folder":
+        ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+        (ckpt / "model.safetensors").unlink()
+        (ckpt / "model.safetensors").mkdir()
+        import fill_mask as fill_mask_command
+        with refusal(r"model.safetensors is a folder, not a file"):
+            fill_mask_command.main(["--checkpoint", str(ckpt), "a good [MASK] ."])
+    elif case == "probe-out-of-other-files":
+        (tmp_path / "mine").mkdir()
+        (tmp_path / "mine" / "notes.txt").write_text("mine\n")
+        with refusal(r"^error: --out \S+mine already holds other files; choose another --out$"):
+            probe.main(["--checkpoint", "minilm", "--out", str(tmp_path / "mine"), "--data-root", str(tmp_path / "c")])
+    else:
+        with refusal(r"^error: \S+cls is a fine-tuning run, not a checkpoint or a train_mlm.py run folder"):
+            probe.main(["--summary", str(base / "cls"), "--data-root", str(base / "cache")])
+
+
+def test_exercise_refuses_weights_that_overflow_before_it_prints(base, tmp_path, capsys, monkeypatch):
+    """exercise.py on a MiniLM whose intermediate weights overflow float32: exercise 1 printed a
+    NaN loss, then exercise 3 stopped in a traceback (a CheckpointError nobody caught). Now one
+    line before anything is printed."""
+    import exercise
+    ckpt = copy(base, "cls", tmp_path) / "best"
+    rewrite_file(ckpt, lambda t: {k: v * 1e30 if "intermediate.dense.weight" in k else v for k, v in t.items()})
+    monkeypatch.setattr(exercise, "fetch_minilm", lambda: str(ckpt))
+    with refusal(r"the model computes numbers that are not finite .*delete data/cache/minilm"):
+        exercise.main([])
+    assert capsys.readouterr().out == ""

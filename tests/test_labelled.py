@@ -127,3 +127,14 @@ def test_split_rows_refuses_one_label_and_a_label_too_small_to_split(rows, messa
     """A label needs a text for each of the three splits (a repeated text counts once)."""
     with pytest.raises(InputError, match=message):
         split_rows(rows, 0.1, 0.1, "f.csv")
+
+
+def test_rows_joined_by_a_break_that_is_no_line_end_are_named(tmp_path):
+    """A .tsv whose rows are joined by U+2028 (or a form feed, U+0085): one physical line of many
+    tab-separated cells. Refused naming the character (the old code read one row, its label the
+    last cell, and fine-tuning then blamed "a single label")."""
+    rows = "".join(f"sentence {i} is here\t{'pos' if i % 2 else 'neg'}\u2028" for i in range(6))
+    (tmp_path / "train.tsv").write_text(rows + "\n")
+    with pytest.raises(InputError, match=r"train\.tsv:1: a line of 7 tab-separated cells holding U\+2028, which "
+                                         r"is not a line end here"):
+        read_split(str(tmp_path / "train.tsv"))

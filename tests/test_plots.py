@@ -291,3 +291,26 @@ def test_the_records_decide_what_is_drawn_and_what_is_left_out_is_said(tmp_path,
         path.write_text("step 1 loss 3.2\nstep 2 loss 3.1\n")
         with pytest.raises(SystemExit, match=r"^error: \S+metrics.jsonl: none of its lines is a record of a run's log"):
             drawn(str(path))
+
+
+@pytest.mark.parametrize("case", ["mixed-records", "summary-not-json", "best-epoch-not-logged"])
+def test_what_the_fine_tuning_figure_cannot_use_is_said(tmp_path, drawn, capsys, case):
+    """A metrics file holding a pretraining run's records and a fine-tuning run's: refused (the old
+    code drew the fine-tuning ones, dropping the others unsaid). A summary.json that is not JSON:
+    a note that no baselines are drawn (the old code: none, unsaid). A best_epoch no record has:
+    a note, and the best epoch by finetune.py's rule starred (the old code: nothing starred, unsaid)."""
+    if case == "mixed-records":
+        path = write_run(tmp_path / "m", "fine-tuning", pretraining_records() + finetuning_records())
+        with pytest.raises(SystemExit, match=r"holds records of a fine-tuning run \(each with an epoch\) and of another"):
+            drawn(path)
+        return
+    summary = "{oops" if case == "summary-not-json" else json.dumps({"best_epoch": 9})
+    path = write_run(tmp_path / "cls", "fine-tuning", finetuning_records())
+    (tmp_path / "cls" / "summary.json").write_text(summary)
+    acc_ax = drawn(path).axes[1]
+    err = capsys.readouterr().err
+    if case == "summary-not-json":
+        assert "note: summary.json beside the metrics is not finetune.py's summary" in err, err
+    else:
+        assert "note: summary.json's best_epoch (9) is no epoch of the records" in err, err
+        assert xy(line_of(acc_ax, "best epoch")) == ([2], [0.76])

@@ -44,7 +44,7 @@ def snapshot(root) -> dict:
 def one_line_refusal(capsys, command, pattern: str) -> None:
     """Run `command`: it must refuse in ONE line matching `pattern` and print no traceback:
     a `die` (exit status 1, the only line on standard error, starting "error: ") or argparse's
-    (exit status 2, its usage then one "PROG: error: " line): conftest.refusal_line."""
+    (exit status 2, one "error: ... (see PROG --help)" line): conftest.refusal_line."""
     with refusal(pattern):
         command()
 
@@ -82,7 +82,8 @@ def test_a_folder_without_run_json_is_other_files_even_with_a_checkpoints_folder
                                                                                  capsys, run_json):
     """proj/ holds checkpoints/ and src/thesis.tex, and no run.json, or one that names no kind
     of minibert run (another tool's, or one cut short): it is not a run. Both scripts, with
-    --overwrite or --resume, refuse it in one line and nothing changes."""
+    --overwrite or --resume, refuse it in one line and nothing changes; a run.json that names no
+    kind is named as such."""
     proj = tmp_path / "proj"
     (proj / "checkpoints").mkdir(parents=True)
     (proj / "src").mkdir()
@@ -93,7 +94,8 @@ def test_a_folder_without_run_json_is_other_files_even_with_a_checkpoints_folder
     before = snapshot(tmp_path)
     for command in (mlm(proj, corpus, base, "--overwrite"), mlm(proj, corpus, base, "--resume"),
                     ft(setup, proj, "--overwrite"), ft(setup, proj)):
-        one_line_refusal(capsys, command, "already holds other files; choose another --out")
+        one_line_refusal(capsys, command, "already holds other files; choose another --out" if run_json is None
+                         else "its run.json does not say which run wrote the folder")
     assert snapshot(tmp_path) == before
 
 
@@ -344,8 +346,11 @@ def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, 
     ("finetune", ["--lora-rank", "4", "--lora-modules", "nothing.here"], r"--lora-modules nothing.here: no Linear"),
     ("finetune", ["--lora-alpha", "16"], r"--lora-alpha shapes LoRA adapters, and there are none without --lora-rank"),
     ("finetune", ["--lora-modules", "query"], r"--lora-modules shapes LoRA adapters, and there are none without"),
+    ("finetune", ["--valid-fraction", "0"], r"--valid-fraction must be in \(0, 1\): at least one row of each label"),
+    ("mlm", ["--keep", "0"], r"^error: --keep must be at least 1, got 0 \(see train_mlm.py --help\)$"),
 ], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "short-default-4", "seed-negative", "seed-huge",
-        "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing", "alpha-without-rank", "modules-without-rank"])
+        "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing", "alpha-without-rank", "modules-without-rank",
+        "valid-fraction-0", "keep-0-one-line"])
 def test_bad_flags_are_one_line_before_anything_is_written(base, corpus, setup, tmp_path, capsys, script, extra,
                                                            pattern):
     """Nothing is made: not the run folder, not a data cache."""
@@ -817,7 +822,7 @@ def test_a_run_file_nested_too_deeply_is_damaged_not_a_traceback(base, corpus, t
     command = mlm(out, corpus, base, "--resume", "--max-steps", "2")
     if damage == "run.json":
         before = snapshot(tmp_path)
-        one_line_refusal(capsys, command, "already holds other files")
+        one_line_refusal(capsys, command, "its run.json does not say which run wrote the folder")
         assert snapshot(tmp_path) == before
         return
     command()

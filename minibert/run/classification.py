@@ -122,7 +122,11 @@ def export(model, path: str, tokenizer) -> None:
 
 def recover_best(path: str) -> None:
     """If an export was killed between its renames (no `path`, but `path`.old), put back the
-    newest complete model: `path`.tmp (complete once `path`.old exists), else `path`.old."""
+    newest complete model: `path`.tmp when it holds a whole one (config.json, model.safetensors
+    and tokenizer.json: complete once `path`.old exists, unless something else stands there),
+    else `path`.old."""
     tmp, old = f"{path}.tmp", f"{path}.old"
+    whole = all(os.path.isfile(os.path.join(tmp, name)) and not os.path.islink(os.path.join(tmp, name))
+                for name in ("config.json", "model.safetensors", "tokenizer.json"))
     if not os.path.isdir(path) and os.path.isdir(old):
-        os.rename(tmp if os.path.isdir(tmp) else old, path)
+        os.rename(tmp if whole and not os.path.islink(tmp) else old, path)

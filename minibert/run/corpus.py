@@ -101,16 +101,21 @@ def corpus_blocks(folder: str, tokenizer: Tokenizer, split: str, seq_len: int) -
         buffer = io.BytesIO()
         torch.save(cached, buffer)
         write_file(path, buffer.getvalue())
+        digest = hashlib.sha256(buffer.getvalue()).hexdigest()
+        write_file(f"{path}.sha256", f"{digest}\n".encode())  # written last: a file without it is made again
     return pack_blocks(cached["ids"], cached["starts"], seq_len, tokenizer.token_to_id("[CLS]"),
                        tokenizer.token_to_id("[SEP]"), tokenizer.token_to_id("[PAD]"))
 
 
 def _cached_tokens(path: str, vocab_size: int, key: str) -> dict | None:
     """{"ids": (N,), "starts": (S,), "key": key} from a token cache file, or None if it is missing,
-    of another key, or damaged (cut short, or ids outside the vocabulary, or line starts outside
-    the stream)."""
+    of another key, or damaged: its bytes not those whose sha256 was written beside it (edited,
+    cut short), ids outside the vocabulary, or line starts outside the stream."""
     try:
-        cached = torch.load(io.BytesIO(read_bytes(path)), weights_only=True)
+        data = read_bytes(path)
+        if read_bytes(f"{path}.sha256").decode().strip() != hashlib.sha256(data).hexdigest():
+            return None
+        cached = torch.load(io.BytesIO(data), weights_only=True)
         ids, starts = cached["ids"], cached["starts"]
         ok = cached.get("key") == key and ids.dim() == starts.dim() == 1 and not ids.is_floating_point() and not starts.is_floating_point()
         ok = ok and (len(ids) == 0 or 0 <= int(ids.min()) <= int(ids.max()) < vocab_size)

@@ -11,6 +11,15 @@ import math
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose refusal of a command line is one line, like every other refusal:
+    `error: ...` and where to read the flags, with argparse's exit status 2 (a wrong command
+    line), instead of the usage block and a line of its own. --help still prints the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def add_device(parser, default: str = "auto", tf32: bool = False) -> None:
     """--device (and, with `tf32`, --tf32): auto picks a CUDA GPU, then Apple's MPS, then the CPU."""
     parser.add_argument("--device", default=default, choices=DEVICES,
@@ -25,6 +34,7 @@ AT_LEAST_1 = (lambda v: v >= 1, "at least 1")
 AT_LEAST_0 = (lambda v: v >= 0, "0 or more")
 POSITIVE = (lambda v: v > 0, "a positive number")
 FRACTION = (lambda v: 0 <= v < 1, "in [0, 1)")
+HELD_OUT_SHARE = (lambda v: 0 < v < 1, "in (0, 1): at least one row of each label is held out")
 PROBABILITY = (lambda v: 0 < v <= 1, "in (0, 1]")
 SEED = (lambda v: 0 <= v < 2 ** 32, "in [0, 2^32)")
 

@@ -12,8 +12,8 @@ import shutil
 
 import torch
 
-from ..files import (fresh_folder, open_no_link, parse_json, read_bytes, remove_left_temporaries, try_lock, unlock,
-                     write_file)
+from ..files import (fresh_folder, not_a_file, open_no_link, parse_json, read_bytes, remove_left_temporaries, try_lock,
+                     unlock, write_file)
 from . import die, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
@@ -21,6 +21,12 @@ from . import die, write_advice
 RUN_FILE = "run.json"  # {"kind": ...}: what wrote this folder
 LOCK_FILE = ".lock"
 KINDS = ("pretraining", "fine-tuning", "probes")
+# what each kind of run (and the commands that write beside it: plot_metrics.py's loss.png, probe.py --summary's
+# probes.json, attention.py's picture) puts in its folder; --overwrite removes these, never anything else
+RUN_ENTRIES = {"pretraining": {"checkpoints", "metrics.jsonl", "summary.json", "probes.json", "loss.png",
+                               "attention.png"},
+               "fine-tuning": {"metrics.jsonl", "summary.json", "best", "best.tmp", "best.old", "loss.png"},
+               "probes": {"results.json", "report.md", "probes_vs_step.png"}}
 
 
 def run_kind(out: str) -> str | None:
@@ -50,55 +56,91 @@ def links_in(out: str) -> list[str]:
 
 
 def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
-                     inputs: tuple[str, ...] = ()) -> str | None:
+                     inputs: tuple[str, ...] = (), flag: str = "--out") -> str | None:
     """Stop with one line, before anything is loaded or written, if `out` cannot be this run's
     folder: it is a file, it is not writable, it lies inside another run, it holds a run of
-    another kind, a run another process is using (its lock), or a run of this kind without --resume and `overwrite` was not
-    asked for. `overwrite` replaces a run of this
-    kind only: never a run of another kind, a folder of other files, or one that holds an input
-    of this run (`inputs`: the checkpoint, the data). Returns what it holds."""
+    another kind, a run another process is using (its lock), or a run of this kind without
+    --resume and `overwrite` was not asked for. `overwrite` replaces a run of this kind only: never
+    a run of another kind, a folder of other files, one that holds an input of this run (`inputs`:
+    the checkpoint, the data) or anything no such run writes (not_the_runs). `flag` names `out`
+    in the messages. Returns what it holds."""
     if os.path.exists(out) and not os.path.isdir(out):
-        die(f"--out {out} is a file; give a folder")
+        die(f"{flag} {out} is a file; give a folder")
     if os.path.islink(out) and not os.path.exists(out):
-        die(f"--out {out} is a link to {os.readlink(out)}, which does not exist: make that folder, or choose "
-            "another --out")
+        die(f"{flag} {out} is a link to {os.readlink(out)}, which does not exist: make that folder, or choose "
+            f"another {flag}")
     found = run_kind(out)
     if found in KINDS and not overwrite and links_in(out):
-        die(f"--out {out} holds a symbolic link ({links_in(out)[0]}); a run never writes through one: "
-            "remove it, or choose another --out")
+        die(f"{flag} {out} holds a symbolic link ({links_in(out)[0]}); a run never writes through one: "
+            f"remove it, or choose another {flag}")
+    if found == "other files" and os.path.lexists(os.path.join(out, RUN_FILE)):  # a run's record, damaged?
+        die(f"{flag} {out}: its {RUN_FILE} does not say which run wrote the folder (it should hold "
+            f'{{"kind": "{kind}"}}, or another of {", ".join(KINDS)}); put that back if the folder is such a run, '
+            f"or choose another {flag}")
     if found == "other files":
-        die(f"--out {out} already holds other files; choose another --out (--overwrite only replaces a run)")
+        die(f"{flag} {out} already holds other files; choose another {flag}"
+            f"{' (--overwrite only replaces a run)' if kind != 'probes' else ''}")
     outer = enclosing_run(out)
     if outer is not None:
-        die(f"--out {out} is inside the {run_kind(outer)} run {outer}; a run never goes inside another (pruning "
-            "or --overwrite of that one would delete it): choose another --out")
+        die(f"{flag} {out} is inside the {run_kind(outer)} run {outer}; a run never goes inside another (pruning "
+            f"or --overwrite of that one would delete it): choose another {flag}")
     holder = lock_holder(out) if found in KINDS else None
     if holder is not None:  # said before anything of the run is read: its files may be half-way through a save
-        die(f"--out {out} is in use by another process (pid {holder}); wait for it to finish or choose another --out")
+        die(f"{flag} {out} is in use by another process (pid {holder}); wait for it to finish or choose another {flag}")
     nested = runs_inside(out) if found == kind and overwrite else []
     if nested:  # moved in by hand: --overwrite deletes the run's own files only
-        die(f"--out {out} holds another run, {nested[0]}: --overwrite would delete it; move it out, or choose "
-            "another --out")
+        die(f"{flag} {out} holds another run, {nested[0]}: --overwrite would delete it; move it out, or choose "
+            f"another {flag}")
+    replaces = f" (--overwrite only replaces a {kind} run)" if kind != "probes" else ""  # probe.py has no --overwrite
     if found in KINDS and found != kind:
-        die(f"--out {out} already holds a {found} run; choose another --out (--overwrite only replaces a {kind} run)")
+        die(f"{flag} {out} already holds a {found} run; choose another {flag}{replaces}")
+    ckpts, latest = os.path.join(out, "checkpoints"), os.path.join(out, "checkpoints", "latest")
+    if kind == found == "pretraining" and not overwrite:  # found now, not at the first save after training
+        if os.path.lexists(ckpts) and not os.path.isdir(ckpts):
+            die(f"{ckpts} is not a folder, and the run writes its checkpoints there; remove it, then --resume")
+        if os.path.isdir(latest):
+            die(f"{latest} is a folder, and the run writes its newest step's name there; remove it, then --resume")
     if found and not overwrite and not (resume and found == kind):
         hint = "pass --resume to continue it, " if kind == "pretraining" else ""
-        die(f"--out {out} already holds a {found} run; {hint}pass --overwrite to replace it, or choose another --out")
+        die(f"{flag} {out} already holds a {found} run; {hint}pass --overwrite to replace it, or choose another {flag}")
     root = os.path.realpath(out)
     for path in inputs:
         inside = os.path.realpath(path) == root or os.path.realpath(path).startswith(root + os.sep)
         if path and inside and overwrite:
-            die(f"--out {out} holds {path}, an input of this run: --overwrite would delete it; "
-                "choose another --out")
+            die(f"{flag} {out} holds {path}, an input of this run: --overwrite would delete it; "
+                f"choose another {flag}")
         if path and inside and not found:  # a data cache made there first would make --out a folder of other files
             die(f"{path}, an input of this run, is inside --out {out}, which is not a run yet: give each its own place")
+    own = not_the_runs(out, kind) if found == kind and overwrite else []
+    if own:  # a file of the user's own: --overwrite deletes what the run wrote, nothing else
+        die(f"{flag} {out} holds what no {kind} run writes, {own[0]}: --overwrite would delete it; move it out, "
+            f"or choose another {flag}")
     parent = os.path.abspath(out)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        die(f"cannot make --out {out}: {parent} is a file, not a folder; choose another --out")
+        die(f"cannot make {flag} {out}: {parent} is a file, not a folder; choose another {flag}")
     if not os.access(parent, os.W_OK | os.X_OK):
-        die(f"cannot write to --out {out}: {parent} is not writable; choose another --out")
+        die(f"cannot write to {flag} {out}: {parent} is not writable; choose another {flag}")
+    return found
+
+
+def not_the_runs(out: str, kind: str) -> list[str]:
+    """What a run folder of `kind` holds that no such run writes (RUN_ENTRIES, its lock and run.json,
+    a writer's temporary files; in checkpoints/ its step-N folders, their temporary ones and
+    `latest`): the user's own files, which --overwrite must not delete."""
+    def ours(name: str, allowed) -> bool:
+        return re.sub(r"\.tmp\d+$", "", name) in allowed
+    written = RUN_ENTRIES[kind] | {RUN_FILE, LOCK_FILE}
+    found = [os.path.join(out, n) for n in sorted(os.listdir(out)) if not ours(n, written)]
+    root = os.path.join(out, "checkpoints")
+    if kind == "pretraining" and os.path.isdir(root) and not os.path.islink(root):
+        for name in sorted(os.listdir(root)):
+            path = os.path.join(root, name)
+            if re.fullmatch(r"step-\d+|\.step-\d+\.tmp", name):
+                found += [f"{path} (it {placed_by_hand(path)})"] if placed_by_hand(path) else []
+            elif not ours(name, {"latest"}):
+                found.append(path)
     return found
 
 
@@ -138,12 +180,12 @@ def lock_holder(out: str) -> str | None:
 
 
 def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
-                     inputs: tuple[str, ...] = ()):
+                     inputs: tuple[str, ...] = (), flag: str = "--out"):
     """Make `out` this run's folder (check_run_folder's checks first). A lock file stops a second
     process from using the folder while this one runs; with `overwrite` everything the folder
     held is removed, so nothing of an old run is mixed in. Returns the open lock file: keep it
     for the life of the run."""
-    found = check_run_folder(out, kind, resume, overwrite, inputs)
+    found = check_run_folder(out, kind, resume, overwrite, inputs, flag)
     path = os.path.join(out, LOCK_FILE)
     try:
         os.makedirs(out, exist_ok=True)
@@ -151,11 +193,11 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
             os.remove(path)  # a hard link (a copy made with cp -al): the pid written below would land in the other file
         lock = os.fdopen(open_no_link(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     except OSError as e:
-        die(f"cannot write to --out {out}: {e.filename or out} {e.strerror}; choose another --out")
+        die(f"cannot write to {flag} {out}: {e.filename or out} {e.strerror}; choose another {flag}")
     if not try_lock(lock):
         lock.seek(0)
-        die(f"--out {out} is in use by another process (pid {lock.read().strip() or '?'}); "
-            "wait for it to finish or choose another --out")
+        die(f"{flag} {out} is in use by another process (pid {lock.read().strip() or '?'}); "
+            f"wait for it to finish or choose another {flag}")
     lock.seek(0)
     lock.truncate()
     lock.write(f"{os.getpid()}\n")
@@ -169,7 +211,7 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     try:
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})
     except OSError as e:
-        die(f"cannot write to --out {out}: {e.strerror}; {write_advice(e, 'run again, or choose another --out')}")
+        die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, 'run again, or choose another {flag}')}")
     return lock
 
 
@@ -224,6 +266,9 @@ def resolve_checkpoint(path: str) -> str:
     if os.path.lexists(os.path.join(path, "config.json")):
         return path
     latest = latest_checkpoint(path)
+    if latest is None and run_kind(path) in ("fine-tuning", "probes"):
+        die(f"{path} is a {run_kind(path)} run, not a checkpoint or a train_mlm.py run folder"
+            + (f"; its model is {os.path.join(path, 'best')}" if run_kind(path) == "fine-tuning" else ""))
     if latest is None and run_kind(path) == "pretraining":
         die(f"{path} is a pretraining run with no checkpoint yet; wait for its first one (--save-every), "
             "or give a checkpoint folder")
@@ -258,7 +303,11 @@ def placed_by_hand(folder: str) -> str | None:
     if held:
         return f"holds a run moved there by hand, {held[0]}"
     other = sorted(name for name in os.listdir(folder) if not CHECKPOINT_FILES.fullmatch(re.sub(r"\.tmp\d+$", "", name))
-                   or not os.path.isfile(os.path.join(folder, name)) or os.path.islink(os.path.join(folder, name)))
+                   or os.path.islink(os.path.join(folder, name)))
+    odd = sorted(name for name in os.listdir(folder)
+                 if name not in other and not os.path.isfile(os.path.join(folder, name)))
+    if odd:  # a checkpoint's name, but no file: a folder, a named pipe ...
+        return f"holds {odd[0]}, {not_a_file(os.path.join(folder, odd[0]))}"
     if not other:
         return None
     return f"holds files no checkpoint writes ({', '.join(other[:3])}{' ...' if len(other) > 3 else ''})"

@@ -16,7 +16,7 @@ import os
 import torch
 
 from ..files import parse_json, read_bytes
-from ..text import lines_of, pad_batch, plain_tokenizer
+from ..text import lines_of, other_break, pad_batch, plain_tokenizer
 
 
 class InputError(ValueError):
@@ -55,6 +55,10 @@ def read_split(path: str) -> list[tuple[str, str]]:
                     text, sep, label = line.rpartition("\t")
                     if not sep:
                         raise InputError(f"{path}:{n}: expected text<TAB>label")
+                    if text.count("\t") and other_break(line):  # rows joined by a break that is no line end here
+                        raise InputError(f"{path}:{n}: a line of {line.count(chr(9)) + 1} tab-separated cells holding "
+                                         f"{other_break(line)}, which is not a line end here (lines end at \\n, "
+                                         "\\r\\n or \\r): one text<TAB>label row a line")
                     if _is_tsv_header(text, label):
                         if rows:
                             raise InputError(f"{path}:{n}: a header row ({line!r}) after the first line; remove it "
