@@ -386,3 +386,12 @@ def test_your_text_never_takes_a_folder_the_cache_keeps_for_itself(tmp_path, nam
     with pytest.raises(prep.DataError, match=rf"'{name}' names one of the cache's own folders"):
         prep.prepare(name, [str(text)], root=str(tmp_path / "cache"))
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_text_whose_lines_end_in_u2028_names_it_when_it_is_too_short(tmp_path):
+    """400 lines joined by U+2028 instead of line ends: one line of text, too little to split; the
+    refusal says so and names U+2028 (the old code asked for "more text" for a file of 400 lines)."""
+    text = tmp_path / "joined.txt"
+    text.write_text("\u2028".join(f"the cat sat on the mat and the dog {i}" for i in range(400)) + "\n")
+    with pytest.raises(prep.DataError, match=r"your text holds U\+2028, which is not a line end here"):
+        prep.prepare("joined", [str(text)], root=str(tmp_path / "cache"))

@@ -347,7 +347,7 @@ def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, 
     ("finetune", ["--lora-alpha", "16"], r"--lora-alpha shapes LoRA adapters, and there are none without --lora-rank"),
     ("finetune", ["--lora-modules", "query"], r"--lora-modules shapes LoRA adapters, and there are none without"),
     ("finetune", ["--valid-fraction", "0"], r"--valid-fraction must be in \(0, 1\): at least one row of each label"),
-    ("mlm", ["--keep", "0"], r"^error: --keep must be at least 1, got 0 \(see train_mlm.py --help\)$"),
+    ("mlm", ["--keep", "0"], r"^error: --keep must be at least 1, got 0 \(see \S+ --help\)$"),
 ], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "short-default-4", "seed-negative", "seed-huge",
         "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing", "alpha-without-rank", "modules-without-rank",
         "valid-fraction-0", "keep-0-one-line"])
