@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import bz2
-import errno
 import hashlib
 import html
 import io
@@ -40,7 +39,7 @@ import sys
 import tarfile
 import zipfile
 
-from minibert.files import parse_json, read_bytes, write_file
+from minibert.files import parse_json, read_bytes, read_problem, write_file
 from minibert.run import os_problem, run_script
 from minibert.run.flags import Parser
 from minibert.text import other_break
@@ -401,8 +400,7 @@ def read_texts(files: list[str]) -> list[bytes]:
     try:
         return [read_bytes(path) for path in files]
     except OSError as e:
-        raise DataError(f"cannot read {e.filename}: it {e.strerror}" if e.errno in (errno.EISDIR, errno.ENXIO)
-                        else f"cannot read {e.filename}: {e.strerror}") from None
+        raise DataError(f"cannot read {e.filename}: {read_problem(e)}") from None
 
 
 def texts_sha256(texts: list[bytes]) -> str:
@@ -413,8 +411,9 @@ def texts_sha256(texts: list[bytes]) -> str:
     return digest.hexdigest()
 
 
-def prepare_text(out_dir: str, files: list[str]) -> dict:
-    documents, texts = [], read_texts(files)
+def prepare_text(out_dir: str, files: list[str], texts: list[bytes]) -> dict:
+    """Your own text files (`texts`: their bytes, read_texts) as a corpus: documents split by text_documents."""
+    documents = []
     for path, data in zip(files, texts):
         try:
             documents += text_documents(data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
@@ -493,15 +492,16 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     out_dir = corpus_dir(corpus, root)
     manifest = read_manifest(out_dir)
     found = prepared_format(manifest, out_dir)
+    texts = read_texts(text_files) if text_files else None  # read once: compared, then prepared
     if text_files:
-        same_text = (manifest or {}).get("text_sha256") == texts_sha256(read_texts(text_files))
+        same_text = (manifest or {}).get("text_sha256") == texts_sha256(texts)
     else:  # a named corpus is never one's own text (prepared under its name by an older version)
         same_text = "text_sha256" not in (manifest or {}) or corpus not in CORPORA
     if not force and found == FORMAT and same_text:  # (NAME prepared from other files: prepared again from these)
         return out_dir
     older, listed = found not in (None, FORMAT), manifest_files(manifest)  # an older format's split differs
     if text_files:
-        prepare_text(out_dir, text_files)
+        prepare_text(out_dir, text_files, texts)
     elif corpus == "en":
         prepare_en(out_dir)
     elif corpus == "en-large":

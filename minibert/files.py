@@ -63,6 +63,20 @@ def not_a_file(path: str) -> str:
     return next((f"{word}, not a file" for test, word in kinds if test(mode)), "not a plain file")
 
 
+def nearest_existing(path: str) -> str:
+    """`path` made absolute, or the nearest folder above it that exists: where making it would start."""
+    above = os.path.abspath(path)
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    return above
+
+
+def read_problem(e: OSError) -> str:
+    """Why a file could not be read, to follow "cannot read FILE: ": open_file's "it is a named
+    pipe, not a file" for what is no plain file, else the system's reason."""
+    return f"it {e.strerror}" if e.errno in (errno.EISDIR, errno.ENXIO) else str(e.strerror)
+
+
 def read_bytes(path: str) -> bytes:
     """The bytes of the plain file at `path` (links followed); anything else is an OSError that says
     what it is (a named pipe is not waited on)."""

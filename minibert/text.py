@@ -36,7 +36,7 @@ def other_break(text: str) -> str | None:
 
 # a tab, and every character that str.splitlines() (and so some reader) breaks a line at: written as its escape;
 # and the backslash, doubled, so that an escape shown is never a backslash and a letter of the text itself
-_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\\\t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+_BREAKS = {ord(c): c.encode("unicode_escape").decode() for c in "\\\t\n\r" + OTHER_BREAKS}
 
 
 def one_line(text: str) -> str:

@@ -12,7 +12,7 @@ import shutil
 
 import torch
 
-from ..files import (fresh_folder, not_a_file, open_no_link, parse_json, read_bytes, remove_left_temporaries, try_lock,
+from ..files import (fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes, remove_left_temporaries, try_lock,
                      unlock, write_file)
 from . import die, write_advice
 
@@ -77,9 +77,10 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         die(f"{flag} {out}: its {RUN_FILE} does not say which run wrote the folder (it should hold "
             f'{{"kind": "{kind}"}}, or another of {", ".join(KINDS)}); put that back if the folder is such a run, '
             f"or choose another {flag}")
+    overwrites = kind != "probes"  # probe.py has no --overwrite: no advice about it
     if found == "other files":
         die(f"{flag} {out} already holds other files; choose another {flag}"
-            f"{' (--overwrite only replaces a run)' if kind != 'probes' else ''}")
+            f"{' (--overwrite only replaces a run)' if overwrites else ''}")
     outer = enclosing_run(out)
     if outer is not None:
         die(f"{flag} {out} is inside the {run_kind(outer)} run {outer}; a run never goes inside another (pruning "
@@ -91,7 +92,7 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if nested:  # moved in by hand: --overwrite deletes the run's own files only
         die(f"{flag} {out} holds another run, {nested[0]}: --overwrite would delete it; move it out, or choose "
             f"another {flag}")
-    replaces = f" (--overwrite only replaces a {kind} run)" if kind != "probes" else ""  # probe.py has no --overwrite
+    replaces = f" (--overwrite only replaces a {kind} run)" if overwrites else ""
     if found in KINDS and found != kind:
         die(f"{flag} {out} already holds a {found} run; choose another {flag}{replaces}")
     ckpts, latest = os.path.join(out, "checkpoints"), os.path.join(out, "checkpoints", "latest")
@@ -115,9 +116,7 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if own:  # a file of the user's own: --overwrite deletes what the run wrote, nothing else
         die(f"{flag} {out} holds what no {kind} run writes, {own[0]}: --overwrite would delete it; move it out, "
             f"or choose another {flag}")
-    parent = os.path.abspath(out)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
+    parent = nearest_existing(out)
     if not os.path.isdir(parent):
         die(f"cannot make {flag} {out}: {parent} is a file, not a folder; choose another {flag}")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -137,8 +136,8 @@ def not_the_runs(out: str, kind: str) -> list[str]:
     if kind == "pretraining" and os.path.isdir(root) and not os.path.islink(root):
         for name in sorted(os.listdir(root)):
             path = os.path.join(root, name)
-            if re.fullmatch(r"step-\d+|\.step-\d+\.tmp", name):
-                found += [f"{path} (it {placed_by_hand(path)})"] if placed_by_hand(path) else []
+            if STEP_OR_TEMPORARY.fullmatch(name):
+                found += [f"{path} (it {held})"] if (held := placed_by_hand(path)) else []
             elif not ours(name, {"latest"}):
                 found.append(path)
     return found
@@ -211,7 +210,7 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     try:
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})
     except OSError as e:
-        die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, 'run again, or choose another {flag}')}")
+        die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, f'run again, or choose another {flag}')}")
     return lock
 
 
@@ -238,6 +237,7 @@ def read_json(path: str):
 
 
 STEP = re.compile(r"step-(\d+)")  # a checkpoint's name; anything else in checkpoints/ is never touched
+STEP_OR_TEMPORARY = re.compile(r"(step-\d+)|\.(step-\d+)\.tmp")  # a checkpoint folder, or the one save_checkpoint fills
 
 
 def checkpoints(out: str) -> list[str]:
@@ -302,10 +302,10 @@ def placed_by_hand(folder: str) -> str | None:
     held = [folder] if run_kind(folder) in KINDS else runs_inside(folder)
     if held:
         return f"holds a run moved there by hand, {held[0]}"
-    other = sorted(name for name in os.listdir(folder) if not CHECKPOINT_FILES.fullmatch(re.sub(r"\.tmp\d+$", "", name))
-                   or os.path.islink(os.path.join(folder, name)))
-    odd = sorted(name for name in os.listdir(folder)
-                 if name not in other and not os.path.isfile(os.path.join(folder, name)))
+    names = sorted(os.listdir(folder))
+    other = [name for name in names if not CHECKPOINT_FILES.fullmatch(re.sub(r"\.tmp\d+$", "", name))
+             or os.path.islink(os.path.join(folder, name))]
+    odd = [name for name in names if name not in other and not os.path.isfile(os.path.join(folder, name))]
     if odd:  # a checkpoint's name, but no file: a folder, a named pipe ...
         return f"holds {odd[0]}, {not_a_file(os.path.join(folder, odd[0]))}"
     if not other:
@@ -317,9 +317,9 @@ def placed_by_hand_after(out: str, step: int) -> list[str]:
     """"FOLDER holds ..." for each checkpoint folder name (or temporary one, `.step-N.tmp`) of a step
     after `step` where stands what no checkpoint writes: a run resumed from `step` would write it again."""
     root = os.path.join(out, "checkpoints")
-    found = [(n, re.fullmatch(r"\.?(step-\d+)(\.tmp)?", n)) for n in (os.listdir(root) if os.path.isdir(root) else ())]
-    names = [n for n, m in found if m and (n[0] == ".") == bool(m.group(2)) and is_checkpoint_name(m.group(1))
-             and int(STEP.fullmatch(m.group(1)).group(1)) > step]
+    steps = {n: m.group(1) or m.group(2) for n in (os.listdir(root) if os.path.isdir(root) else ())
+             if (m := STEP_OR_TEMPORARY.fullmatch(n))}
+    names = [n for n, name in steps.items() if is_checkpoint_name(name) and int(STEP.fullmatch(name).group(1)) > step]
     return [f"{os.path.join(root, n)} {held}" for n in sorted(names) if (held := placed_by_hand(os.path.join(root, n)))]
 
 

@@ -9,13 +9,12 @@ or one such file that `split_rows` cuts into the three splits.
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import os
 
 import torch
 
-from ..files import parse_json, read_bytes
+from ..files import parse_json, read_bytes, read_problem
 from ..text import lines_of, other_break, pad_batch, plain_tokenizer
 
 
@@ -66,8 +65,7 @@ def read_split(path: str) -> list[tuple[str, str]]:
                         continue
                     rows.append((n, text, label))
     except OSError as e:
-        raise InputError(f"cannot read {path}: it {e.strerror}" if e.errno in (errno.EISDIR, errno.ENXIO)
-                         else f"cannot read {path}: {e.strerror}") from None
+        raise InputError(f"cannot read {path}: {read_problem(e)}") from None
     except UnicodeDecodeError as e:
         raise InputError(f"cannot read {path}: UnicodeDecodeError: {e}") from None
     for n, text, label in rows:

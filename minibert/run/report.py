@@ -12,6 +12,9 @@ from __future__ import annotations
 import io
 import os
 
+from ..files import nearest_existing
+
+
 NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib)"  # why a plot is missing
 PICTURE_FORMATS = ("png", "pdf", "svg")  # what a picture's extension may ask for (none: PNG)
 
@@ -47,9 +50,7 @@ def folder_problem(path: str) -> str | None:
     done: a file there, a file above it, or the folder it would go in is not writable. None when it can."""
     if os.path.exists(path) and not os.path.isdir(path):
         return "a file, not a folder"
-    above = os.path.abspath(path)
-    while not os.path.exists(above):
-        above = os.path.dirname(above)
+    above = nearest_existing(path)
     if not os.path.isdir(above):
         return f"{above} is a file, not a folder"
     if not os.access(above, os.W_OK | os.X_OK):
@@ -65,9 +66,8 @@ def picture_problem(path: str) -> str | None:
         return f"cannot draw a {os.path.splitext(path)[1]} file; give a .png, .pdf or .svg path"
     if os.path.isdir(path):
         return "a folder; give a picture's path"
-    folder = above = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(above):
-        above = os.path.dirname(above)
+    folder = os.path.dirname(os.path.abspath(path))
+    above = nearest_existing(folder)
     if not os.path.isdir(above):
         return f"{above} is a file, not a folder"
     if above != folder:
