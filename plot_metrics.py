@@ -191,12 +191,17 @@ def figure(metrics_path: str):
     records = list(metric_records(metrics_path))
     losses = [r[k] for r in records for k in ("train_loss", "valid_loss") if k in r]
     left_out = sum(not number(v) for v in losses)
-    if not records and read_bytes(metrics_path).strip():
+    lines = sum(bool(line.strip()) for line in read_bytes(metrics_path).decode("utf-8", errors="replace").split("\n"))
+    if not records and lines:
         die(f"{metrics_path}: none of its lines is a record of a run's log (a JSON object with an integer "
             "step); give the metrics.jsonl of a train_mlm.py or finetune.py run")
     if not losses:
         die(f"{metrics_path} holds no loss to draw yet (no record with a train_loss or valid_loss); "
             "plot it once the run has logged a step")
+    if len(records) < lines:
+        print(f"note: {lines - len(records):,} of the {lines:,} lines of {metrics_path} are no record (a JSON object "
+              "with an integer step: a line a crash cut short, or one written by hand); they are left out of the plot",
+              file=sys.stderr)
     if left_out == len(losses):
         die(f"{metrics_path}: none of its {len(losses):,} logged losses can be drawn (each is NaN, infinite, "
             "not a number or beyond 1e100): the run diverged, or the file is not a run's log")

@@ -136,8 +136,9 @@ def parse_args(argv=None):
     if args.short_fraction > 0 and not (5 <= args.short_seq_len < args.seq_len and args.seq_len % args.short_seq_len == 0):
         given = (f"and its default, the largest divisor of --seq-len up to 16 and a quarter of it, or a quarter "
                  f"({args.short_seq_len}), is not: give one" if defaulted else f"got {args.short_seq_len}")
-        p.error(f"--short-seq-len must be at least 5 and a divisor of --seq-len {args.seq_len} below it, {given} "
-                "(or turn the short phase off: --short-fraction 0)")
+        kept = (": --resume keeps the run's own --seq-len, --short-seq-len and --short-fraction, so give those"
+                if args.resume else " (or turn the short phase off: --short-fraction 0)")
+        p.error(f"--short-seq-len must be at least 5 and a divisor of --seq-len {args.seq_len} below it, {given}{kept}")
     args.data_root = args.data_root or CACHE
     return args
 

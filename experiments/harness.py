@@ -26,7 +26,7 @@ import torch.nn as nn
 
 from data.prepare import fetch_minilm, labelled_folder
 from minibert import BertConfig, BertModel, CheckpointError, load_tokenizer
-from minibert.checkpoint import read_config
+from minibert.checkpoint import NOT_FINITE, read_config
 from minibert.model import init_weights
 from minibert.run import die
 from minibert.run.classification import classifier_on, logits_of, set_trainable
@@ -97,15 +97,21 @@ class Encoder:
             name = f"random init ({name}'s config and tokenizer)"
         try:  # a damaged encoder is one line now, not a traceback in the middle of a study
             tok = load_tokenizer(path)
-            if pretrained:
-                BertModel.from_pretrained(path)
-            else:
+            model = BertModel.from_pretrained(path) if pretrained else None
+            if not pretrained:
                 read_config(path)
         except (CheckpointError, FileNotFoundError) as e:
             die(f"--encoders {spec}: {e}")
         enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0, pretrained=pretrained)
         for s in ("train", "valid", "test"):
             enc.tokens[s] = token_ids(tok, getattr(task, s).texts)  # untruncated: each study cuts its own
+        if model is not None:  # finite weights too large for float32: said now, before any study prints a line
+            first = truncate(enc.tokens["train"][0], model.config.max_position_embeddings)
+            with torch.no_grad():
+                out = model.eval()(torch.tensor([first]))                   # (1, T, C) and (1, C)
+            if not all(bool(torch.isfinite(t).all()) for t in (out.last_hidden_state, out.pooler_output)
+                       if t is not None):
+                die(f"--encoders {spec}: the model {NOT_FINITE}")
         return enc
 
     def backbone(self, unpad: bool = True, dropout: float = 0.1) -> BertModel:

@@ -95,7 +95,8 @@ def _label_table(id2label) -> dict[int, str]:
 def _check_label_counts(d: dict) -> None:
     """HF's num_labels beside id2label must be its length (a ValueError otherwise); without
     id2label it is a count of classes no head here reads (a ValueError only when it is not one).
-    (label2id is not read: id2label names the classes, and a save writes label2id from it.)"""
+    id2label names the classes (a save writes label2id from it); label2id may not give one of
+    those names another id. Its other names (HF's LABEL_0 ... left behind) are not read."""
     count, table = d.get("num_labels"), d.get("id2label")
     if "num_labels" in d and (type(count) is not int or count < 1):
         raise ValueError(f"num_labels must be a count of classes, got {count!r}")
@@ -103,6 +104,13 @@ def _check_label_counts(d: dict) -> None:
         return
     if "num_labels" in d and count != len(table):
         raise ValueError(f"num_labels {count} disagrees with id2label's {len(table)} labels")
+    ids = {str(label): str(i) for i, label in table.items()}
+    inverse = d.get("label2id")
+    contradicted = [(label, i) for label, i in (inverse.items() if isinstance(inverse, dict) else ())
+                    if label in ids and str(i) != ids[label]]
+    if contradicted:
+        label, i = contradicted[0]
+        raise ValueError(f"label2id gives {label!r} the id {i!r}, and id2label gives it {ids[label]}")
 
 
 @dataclass

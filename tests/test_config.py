@@ -194,14 +194,29 @@ def test_each_bookkeeping_key_changes_nothing_in_transformers_either(key, tmp_pa
     ({"id2label": {"0": "pos", "1": "pos"}}, r"id2label names two classes 'pos'"),
     ({"id2label": {"0": "neg", "1": "pos"}, "num_labels": 3}, r"num_labels 3 disagrees with id2label's 2 labels"),
     ({"num_labels": "two"}, r"num_labels must be a count of classes"),
+    ({"id2label": {"0": "neg", "1": "pos"}, "label2id": {"neg": 1, "pos": 0}},
+     r"label2id gives 'neg' the id 1, and id2label gives it 0"),
+    ({"id2label": {"0": "neg", "1": "pos"}, "label2id": {"neg": 0, "pos": "one"}},
+     r"label2id gives 'pos' the id 'one', and id2label gives it 1"),
 ], ids=["null-label", "blank-label", "two-classes-one-name", "num-labels-disagrees",
-        "num-labels-not-a-count"])
+        "num-labels-not-a-count", "label2id-swapped", "label2id-not-an-id"])
 def test_a_label_table_that_cannot_name_each_class_once_is_refused(change, message):
     """predict prints id2label's names: a null or blank one printed None or nothing, two classes of
     one name could not be told apart, and a num_labels that contradicts id2label was read
-    silently (and called unknown): each a ValueError naming the key."""
+    silently (and called unknown), and a label2id that gives a class of id2label another id was
+    not read at all: each a ValueError naming the key."""
     with pytest.raises(ValueError, match=message):
         BertConfig.from_dict({**BertConfig().to_dict(), **change})
+
+
+def test_label2id_that_agrees_or_names_other_labels_is_read():
+    """label2id equal to id2label's inverse (ids as numbers or as the strings JSON keys are), or one
+    that only names HF's default LABEL_0, LABEL_1 beside a renamed id2label, loads: only a
+    contradiction of id2label is refused (a check of the whole table would refuse the last)."""
+    for inverse in ({"neg": 0, "pos": 1}, {"neg": "0", "pos": "1"}, {"LABEL_0": 0, "LABEL_1": 1}):
+        config = BertConfig.from_dict({**BertConfig().to_dict(), "id2label": {"0": "neg", "1": "pos"},
+                                       "label2id": inverse})
+        assert config.id2label == {0: "neg", 1: "pos"}
 
 
 def test_num_labels_that_agrees_with_id2label_is_known_and_silent():

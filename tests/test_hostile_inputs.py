@@ -435,14 +435,17 @@ def test_a_refused_checkpoint_is_all_that_finetune_says_of_one_file(base, setup,
     assert "all.tsv split by label (seed 0): " in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention", "predict", "probe", "polysemy"])
+@pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention", "predict", "probe", "polysemy", "compare"])
 def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(base, setup, tmp_path, command):
     """Every LayerNorm weight set to 1e38: finite, so the file loads, but the hidden states overflow
     to inf and NaN. fill-mask printed `(nan)` probabilities, predict a NaN and a label, attention a
     table of NaN, polysemy NaN similarities (all exit 0); fine-tuning advised a lower learning rate
     at its first step, before any update, leaving a claimed --out (now: checked on one batch before
     --out is claimed); the probes stopped in a traceback. Each is one line saying the model
-    computes numbers that are not finite."""
+    computes numbers that are not finite. experiments.compare found it only at its first fine-tuning
+    step, after it had made its --out and printed the bag-of-words baseline: now when the encoder
+    opens, before either."""
+    from experiments import compare
     src = base / ("cls" if command == "predict" else "pre")
     run = tmp_path / src.name
     shutil.copytree(src, run, ignore=shutil.ignore_patterns(LOCK_FILE))
@@ -452,6 +455,8 @@ def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(ba
                    "probe": lambda: probe.main(["--summary", str(run), "--data-root", str(base / "cache")]),
                    "polysemy": lambda: polysemy.main(["--minilm", str(setup / "ckpt"), "--checkpoint", str(run),
                                                       "--out", str(tmp_path / "poly")]),
+                   "compare": lambda: compare.main(["methods", "--quick", "--out", str(tmp_path / "ft"), "--encoders",
+                                                    str(ckpt)]),
                    }.get(command) or other_commands(base, setup, tmp_path, ckpt)[command]
     (tmp_path / "in.txt").write_text("a good film\n")
     with refusal(r"the model computes numbers that are not finite from its weights \(they overflow float32\)"):

@@ -348,9 +348,11 @@ def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, 
     ("finetune", ["--lora-modules", "query"], r"--lora-modules shapes LoRA adapters, and there are none without"),
     ("finetune", ["--valid-fraction", "0"], r"--valid-fraction must be in \(0, 1\): at least one row of each label"),
     ("mlm", ["--keep", "0"], r"^error: --keep must be at least 1, got 0 \(see \S+ --help\)$"),
+    ("mlm", ["--resume", "--seq-len", "16"], r"a quarter \(4\), is not: give one: --resume keeps the run's own "
+                                              r"--seq-len, --short-seq-len and --short-fraction, so give those"),
 ], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "short-default-4", "seed-negative", "seed-huge",
         "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing", "alpha-without-rank", "modules-without-rank",
-        "valid-fraction-0", "keep-0-one-line"])
+        "valid-fraction-0", "keep-0-one-line", "resume-seq-len-16"])
 def test_bad_flags_are_one_line_before_anything_is_written(base, corpus, setup, tmp_path, capsys, script, extra,
                                                            pattern):
     """Nothing is made: not the run folder, not a data cache."""
@@ -447,6 +449,19 @@ def drawn_losses(path) -> tuple[list, list]:
 def test_plot_metrics_skips_a_line_a_crash_cut(tmp_path):
     (tmp_path / "m.jsonl").write_text('{"step": 1, "train_loss": 3.0}\n{"step": 2, "valid_loss": 2.5}\n{"step": 3, "tr')
     assert drawn_losses(str(tmp_path / "m.jsonl")) == ([(1, 3.0)], [(2, 2.5)])
+
+
+def test_plot_metrics_notes_the_lines_it_leaves_out(tmp_path, capsys):
+    """Five lines that are not blank: two records, a step written as a string, a list, and a line a
+    crash cut short. The three that are no record are counted in a one-line note (3 of 5), and the
+    two records are drawn; without the note, a hand-edited step would vanish unsaid."""
+    (tmp_path / "m.jsonl").write_text('{"step": 1, "train_loss": 3.0}\n{"step": "2", "train_loss": 2.0}\n\n[1, 2]\n'
+                                      '{"step": 3, "valid_loss": 2.5}\n{"step": 4, "tr')
+    plot_metrics.figure(str(tmp_path / "m.jsonl"))
+    assert capsys.readouterr().err.startswith(
+        f"note: 3 of the 5 lines of {tmp_path / 'm.jsonl'} are no record (a JSON object with an integer step: a line "
+        "a crash cut short, or one written by hand); they are left out of the plot\nnote: no unigram")
+    assert drawn_losses(str(tmp_path / "m.jsonl")) == ([(1, 3.0)], [(3, 2.5)])
 
 
 def test_polysemy_bad_paths_are_one_line(base, tmp_path, capsys):
