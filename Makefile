@@ -19,7 +19,7 @@ setup: $(VENV)/.installed
 # Pretrain; one line of probes beside the random init (kept as runs/mlm-en/probes.json, whose unigram and
 # bigram levels the loss plot draws), the loss curves, what the model guesses beside its random init; then
 # fine-tune that checkpoint on the movie-review sentiment split and draw its curves.
-# --resume: running it again continues (or, when finished, just reports) the same pretraining run;
+# --resume: running it again continues the same pretraining run (when finished: says so, changes nothing);
 # --overwrite: the fine-tuning run is done afresh each time, with finetune.py's default recipe (picked on
 # validation for this checkpoint: docs/finetuning.md).
 run: setup

@@ -45,9 +45,10 @@ def load(path: str):
 
 
 @torch.no_grad()
-def attention(model, tokenizer, text: str, following: str) -> tuple[list[str], torch.Tensor]:
+def attention(model, tokenizer, text: str, following: str, source: str) -> tuple[list[str], torch.Tensor]:
     """(tokens, probabilities (L, H, T, T)) of `[CLS] text [SEP] following [SEP]`; segment ids
-    0 then 1, or 0 throughout for a model with one segment embedding (type_vocab_size 1)."""
+    0 then 1, or 0 throughout for a model with one segment embedding (type_vocab_size 1).
+    `source`, the --checkpoint given, is named where its numbers are not finite."""
     plain = plain_tokenizer(tokenizer)
     enc = plain.encode(text, following)
     a, b = (plain.encode(t, add_special_tokens=False).ids for t in (text, following))
@@ -66,7 +67,7 @@ def attention(model, tokenizer, text: str, following: str) -> tuple[list[str], t
     probs = torch.stack([a[0] for a in out.attentions])                         # (L, H, T, T)
     finite = bool(torch.isfinite(probs).all()) and bool(torch.isfinite(out.last_hidden_state).all())
     if not finite:  # finite weights too large for float32 (in attention, or after it): never a NaN drawn
-        die(f"the model {NOT_FINITE}")
+        die(f"--checkpoint {source}: the model {NOT_FINITE}")
     return enc.tokens, probs
 
 
@@ -129,7 +130,7 @@ def main(argv=None):
     models = []
     for path in args.checkpoint:
         name, model, tokenizer = load(path)
-        tokens, probs = attention(model, tokenizer, args.text, args.next)
+        tokens, probs = attention(model, tokenizer, args.text, args.next, path)
         if models and probs.shape[:2] != models[0][2].shape[:2]:
             die(f"--checkpoint {path} has {probs.shape[0]} layers of {probs.shape[1]} heads, the first has "
                 f"{models[0][2].shape[0]} of {models[0][2].shape[1]}: draw checkpoints of one size together")

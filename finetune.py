@@ -52,8 +52,8 @@ from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holde
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
 from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser, add_device,
                                 check_ranges)
-from minibert.run.labelled import (InputError, batch_of, batches, check_known_labels, encode, read_split, scores,
-                                   split_files, split_rows, token_ids)
+from minibert.run.labelled import (InputError, batch_of, batches, check_known_labels, check_label_spellings, encode,
+                                   read_split, scores, split_files, split_rows, token_ids)
 from minibert.run.training import pick_device, use_tf32
 from minibert.text import one_line
 
@@ -94,34 +94,36 @@ def lora_modules(args) -> tuple[str, ...]:
 HELD_OUT = 0.1  # the share of each label's rows one --data file gives to validation, and to test
 
 
+def held_out_shares(args) -> tuple[float, float]:
+    """--valid-fraction and --test-fraction, each HELD_OUT where not given."""
+    return tuple(f if f is not None else HELD_OUT for f in (args.valid_fraction, args.test_fraction))
+
+
 def read_labelled(args) -> tuple[Labelled, object]:
     """The splits of --data (a folder's three files, or one file split here) and the tokenizer of
-    --checkpoint, or one line saying what is wrong."""
+    --checkpoint, or one line saying what is wrong. A label written two ways is refused before one
+    file is split, whose counts it would otherwise fail first."""
+    has_splits = args.data in ("en", "zh") or os.path.isdir(args.data)  # else labelled_folder says it is missing
     try:
         if os.path.isfile(args.data):
             if not args.data.endswith((".csv", ".tsv", ".jsonl")):
                 die(f"--data {args.data}: give a .csv, .tsv or .jsonl file (columns text and label), or a folder")
             files = dict.fromkeys(("train", "valid", "test"), args.data)
-            held_out = [f if f is not None else HELD_OUT for f in (args.valid_fraction, args.test_fraction)]
-            rows = split_rows(read_split(args.data), *held_out, args.data)
-        elif args.valid_fraction is not None or args.test_fraction is not None:
+            every_row = read_split(args.data)
+            check_label_spellings([y for _, y in every_row], f"--data {args.data}")
+            rows = split_rows(every_row, *held_out_shares(args), args.data)
+        elif has_splits and (args.valid_fraction is not None or args.test_fraction is not None):
             given = "--valid-fraction" if args.valid_fraction is not None else "--test-fraction"
             die(f"{given} splits one --data file; --data {args.data} is a set with its own train, valid and test "
                 "splits: leave it out, or give one file")
         else:
             files = split_files(labelled_folder(args.data))
             rows = {split: read_split(files[split]) for split in ("train", "valid", "test")}
+            check_label_spellings([y for split in rows.values() for _, y in split], f"--data {args.data}")
         tokenizer = load_tokenizer(args.checkpoint)
     except (InputError, DataError, CheckpointError, FileNotFoundError) as e:
         die(str(e))
     labels = sorted({y for _, y in rows["train"]})
-    alike = {}
-    for label in sorted({y for split in rows.values() for _, y in split}):
-        alike.setdefault(label.casefold(), []).append(label)
-    twins = next((found for found in alike.values() if len(found) > 1), None)
-    if twins:  # a typo in one file, most likely: a class of its own that validation and test never score
-        die(f"the labels {twins[0]!r} and {twins[1]!r} of --data {args.data} differ only in case: write one class "
-            "one way")
     if len(labels) < 2:
         die(f"{files['train']} has a single label {labels}; classification needs at least two")
     try:  # before the model is loaded: its info lines would come before this error
@@ -215,7 +217,17 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
     def logits(rows: torch.Tensor) -> torch.Tensor:
         return logits_of(model, {k: v.to(device) for k, v in batch_of(train, rows, pad_id).items()})  # (B, K)
 
-    fine_tune(model, logits, train["labels"], recipe, on_epoch_end, progress=not args.no_progress)
+    def starting_weights_overflow(rows: torch.Tensor, step: int) -> None:
+        """A loss that is not finite after updates: the checkpoint's own encoder on the same rows
+        tells an overflow of its weights (which no learning rate mends) from a diverging run."""
+        batch = batch_of(train, rows, pad_id)
+        with torch.no_grad():
+            out = BertModel.from_pretrained(args.checkpoint).eval()(batch["input_ids"], batch["attention_mask"])
+        if not all(bool(torch.isfinite(t).all()) for t in (out.last_hidden_state, out.pooler_output) if t is not None):
+            die(f"--checkpoint {args.checkpoint}: the model {NOT_FINITE} (on the texts of step {step})")
+
+    fine_tune(model, logits, train["labels"], recipe, on_epoch_end, progress=not args.no_progress,
+              on_not_finite=starting_weights_overflow)
     return best.epoch
 
 
@@ -387,17 +399,16 @@ def predict(args):
     if blank is not None:  # as training refuses it: no label is printed for a text the model never sees
         die(f"{args.file or 'standard input'}: sentence {blank:,} ({texts[blank - 1]!r}) holds nothing the "
             "tokenizer reads (only invisible or control characters); remove it")
-    id2label = model.config.id2label
-    i = 0
+    id2label, lines = model.config.id2label, []
     for batch, _ in batches(data, 64, tokenizer.token_to_id("[PAD]") or 0):
         with torch.no_grad():
-            probs = logits_of(model, batch).softmax(-1)
-        if not bool(torch.isfinite(probs).all()):  # finite weights too large for float32: never a NaN printed
-            die(f"--model {args.model}: the model {NOT_FINITE}")
+            probs = logits_of(model, batch).softmax(-1)                        # (B, K)
+        if not bool(torch.isfinite(probs).all()):  # finite weights too large for float32 on some text: said
+            die(f"--model {args.model}: the model {NOT_FINITE}")  # before any line, never a NaN printed
         for p in probs:
             k = int(p.argmax())
-            print(f"{one_line(id2label[k])}\t{p[k].item():.4f}\t{one_line(texts[i])}")
-            i += 1
+            lines.append(f"{one_line(id2label[k])}\t{p[k].item():.4f}\t{one_line(texts[len(lines)])}")
+    print("\n".join(lines))
 
 
 def parse_args(argv=None):
@@ -469,6 +480,10 @@ def parse_args(argv=None):
                                "max_steps": AT_LEAST_0, "lora_rank": AT_LEAST_0, "seed": SEED, "lr": POSITIVE,
                                "weight_decay": AT_LEAST_0, "dropout": FRACTION, "lora_alpha": POSITIVE,
                                "valid_fraction": HELD_OUT_SHARE, "test_fraction": HELD_OUT_SHARE})
+        valid, test = held_out_shares(args)
+        if valid + test >= 1:  # no row of any label would be left to train on, however many rows there are
+            p.error(f"--valid-fraction + --test-fraction must be below 1, to leave each label rows for training "
+                    f"(here {valid:g} + {test:g}; each is {HELD_OUT:g} when not given)")
     if args.max_length is not None and args.max_length < 3:
         p.error("--max-length must be at least 3 ([CLS], one token, [SEP])")
     return args

@@ -23,11 +23,12 @@ import argparse
 import math
 import os
 import sys
+from collections import Counter
 
 from minibert.files import read_bytes, write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser
-from minibert.run.folders import metric_records, read_json
+from minibert.run.folders import KINDS, metric_records, read_json, run_kind
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot
 
@@ -51,13 +52,20 @@ def share(value) -> bool:
     return number(value) and 0 <= value <= 1
 
 
+def loss(value) -> bool:
+    """A loss: every one drawn here is a cross-entropy in nats, never below 0 (a negative one is
+    a hand edit or another quantity, and would read as a model better than perfect)."""
+    return number(value) and value >= 0
+
+
 ACCURACIES = ("valid_acc", "train_nsp_acc", "valid_nsp_acc")  # drawn only from 0 to 1
+LOSSES = ("train_loss", "valid_loss")  # drawn only from 0 up
 
 
 def series(records: list[dict], key: str, x: str = "step") -> list[tuple]:
     """(x, value) of every record in which both are numbers matplotlib can draw (x an integer),
-    the value from 0 to 1 for an accuracy."""
-    drawable = share if key in ACCURACIES else number
+    the value from 0 to 1 for an accuracy, from 0 up for a loss."""
+    drawable = share if key in ACCURACIES else loss if key in LOSSES else number
     return [(r[x], r[key]) for r in records if number(r.get(x), int) and drawable(r.get(key))]
 
 
@@ -76,13 +84,14 @@ def ngram_levels(folder: str) -> dict | None:
         levels = {name: numbers["baselines"]["ngram"][name]["loss"] for name in ("unigram", "bigram")}
     except (TypeError, KeyError):
         return None
-    return levels if all(number(v) and v >= 0 for v in levels.values()) else None  # a loss in nats
+    return levels if all(loss(v) for v in levels.values()) else None
 
 
 def best_point(accuracy: list[tuple], summary: dict) -> tuple | None:
     """(epoch, validation accuracy) of the epoch finetune.py kept: summary.json's best_epoch, or,
     before the run has written it, the first epoch of the highest accuracy (its rule)."""
-    kept = [point for point in accuracy if point[0] == summary.get("best_epoch")]
+    best = summary.get("best_epoch")  # an integer, not a bool (True == 1) nor 1.0: an epoch is counted
+    kept = [point for point in accuracy if number(best, int) and point[0] == best]
     if "best_epoch" in summary and not kept:
         print(f"note: summary.json's best_epoch ({repr(summary['best_epoch'])[:40]}) is no epoch of the records; "
               "the best one by finetune.py's rule is starred", file=sys.stderr)
@@ -182,15 +191,35 @@ def finetuning_figure(plt, records: list[dict], summary: dict, name: str):
     return fig
 
 
+def one_record_per_epoch(records: list[dict], metrics_path: str) -> list[dict]:
+    """A fine-tuning run's records by epoch, the last of each epoch logged more than once, with a
+    one-line note naming those epochs. finetune.py appends one record per epoch, so a repeat comes
+    from files joined or edited by hand; drawing both would zigzag the curve at that epoch, and
+    the last written is the newest. Records whose epoch is no integer are not drawn (series)."""
+    epochs = Counter(r["epoch"] for r in records if number(r["epoch"], int))
+    repeated = sorted(epoch for epoch, n in epochs.items() if n > 1)
+    if repeated:
+        named = ", ".join(map(str, repeated[:10])) + (", ..." if len(repeated) > 10 else "")
+        print(f"note: {'epoch' if len(repeated) == 1 else 'epochs'} {named} of {metrics_path} "
+              f"{'is' if len(repeated) == 1 else 'are'} logged more than once; the last record of each epoch is drawn",
+              file=sys.stderr)
+    last = {r["epoch"]: r for r in records if number(r["epoch"], int)}
+    return [last[epoch] for epoch in sorted(last)]
+
+
 def figure(metrics_path: str):
     """The matplotlib Figure of a run's metrics: a fine-tuning run's, or a pretraining run's (with a
-    one-line note when there is no probes.json to draw the n-gram levels from)."""
+    one-line note when there is no probes.json to draw the n-gram levels from). The records decide
+    which; a run.json beside them that says another kind of run gets a one-line note."""
     plt = pyplot()
     if plt is None:
         die(f"cannot plot {metrics_path}: {NO_MATPLOTLIB}")
     records = list(metric_records(metrics_path))
-    losses = [r[k] for r in records for k in ("train_loss", "valid_loss") if k in r]
-    left_out = sum(not number(v) for v in losses)
+    losses = [r[k] for r in records for k in LOSSES if k in r]
+    left_out = sum(not loss(v) for v in losses)
+    why = "NaN, infinite, not a number or beyond 1e100"
+    if any(number(v) and v < 0 for v in losses):
+        why = f"below 0, {why}"
     lines = sum(bool(line.strip()) for line in read_bytes(metrics_path).decode("utf-8", errors="replace").split("\n"))
     if not records and lines:
         die(f"{metrics_path}: none of its lines is a record of a run's log (a JSON object with an integer "
@@ -203,11 +232,11 @@ def figure(metrics_path: str):
               "with an integer step: a line a crash cut short, or one written by hand); they are left out of the plot",
               file=sys.stderr)
     if left_out == len(losses):
-        die(f"{metrics_path}: none of its {len(losses):,} logged losses can be drawn (each is NaN, infinite, "
-            "not a number or beyond 1e100): the run diverged, or the file is not a run's log")
+        die(f"{metrics_path}: none of its {len(losses):,} logged losses can be drawn (each is {why}): the run "
+            "diverged, or the file is not a run's log")
     if left_out:
-        print(f"note: {left_out:,} of the {len(losses):,} logged losses are NaN, infinite, not a number or beyond "
-              "1e100; they are left out of the plot", file=sys.stderr)
+        print(f"note: {left_out:,} of the {len(losses):,} logged losses are {why}; they are left out of the plot",
+              file=sys.stderr)
     accuracies = [r[k] for r in records for k in ACCURACIES if k in r]
     odd = sum(not share(v) for v in accuracies)
     if odd:
@@ -219,11 +248,16 @@ def figure(metrics_path: str):
     if by_epoch and not all("epoch" in r for r in records):
         die(f"{metrics_path} holds records of a fine-tuning run (each with an epoch) and of another run (without); "
             "give one run's metrics.jsonl")
-    x = "epoch" if by_epoch else "step"
-    if not any(series(records, k, x=x) for k in ("train_loss", "valid_loss")):
+    x, kind = ("epoch", "fine-tuning") if by_epoch else ("step", "pretraining")
+    if not any(series(records, k, x=x) for k in LOSSES):
         die(f"{metrics_path}: no loss has a whole-number {x} to draw it at; give the metrics.jsonl of a "
             "train_mlm.py or finetune.py run")
+    said = run_kind(folder)
+    if said in KINDS and said != kind:
+        print(f"note: run.json beside the metrics says a {said} run; the records are a {kind} run's, drawn as such",
+              file=sys.stderr)
     if by_epoch:
+        records = one_record_per_epoch(records, metrics_path)
         summary = read_json(os.path.join(folder, "summary.json"))
         if os.path.lexists(os.path.join(folder, "summary.json")) and not isinstance(summary, dict):
             print("note: summary.json beside the metrics is not finetune.py's summary (damaged?); no baselines "

@@ -33,6 +33,7 @@ from minibert.run import die, os_problem, run_script
 from minibert.run.flags import Parser
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint
+from minibert.run.probes import run_flags
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, folder_problem, pyplot
 
 # More English words in two senses each, two sentences per sense (both nouns, so the senses are
@@ -135,6 +136,19 @@ def minibert_folder(path: str | None, flag: str, default: str) -> str | None:
     return None
 
 
+CORPUS_LANGUAGE = {"en": "en", "en-large": "en", "zh": "zh"}  # train_mlm.py's corpora and their language
+
+
+def trained_on(folder: str) -> str | None:
+    """The corpus the train_mlm.py run of a checkpoint was pretrained on, from its training_state.pt;
+    None where it has none or it does not read back (the weights, not this, are what polysemy uses)."""
+    try:
+        flags = run_flags(folder)
+    except CheckpointError:
+        return None
+    return flags["corpus"] if flags else None
+
+
 @dataclass
 class Language:
     """One language's sense pairs, and the minibert checkpoint to compare on them with MiniLM."""
@@ -177,6 +191,10 @@ def main(argv=None):
                  "runs/mlm-zh`", CHINESE, CHINESE_PAIRS)]
     for language, given in zip(languages, (args.checkpoint, args.zh_checkpoint)):
         language.folder = minibert_folder(given, language.flag, language.default)
+        corpus = trained_on(language.folder) if language.folder else None
+        if corpus in CORPUS_LANGUAGE and CORPUS_LANGUAGE[corpus] != language.code:
+            die(f"{language.flag} {language.folder} was pretrained on the corpus {corpus!r} (its training_state.pt), "
+                f"not on {language.name}: give a checkpoint of a run on {language.name}")
     if args.minilm is None:
         try:
             args.minilm = fetch_minilm()

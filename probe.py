@@ -42,7 +42,7 @@ import torch
 
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
 from minibert import BertModel, CheckpointError, load_tokenizer
-from minibert.checkpoint import read_config
+from minibert.checkpoint import NOT_FINITE, read_config
 from minibert.files import write_file
 from minibert.run import die, run_script, write_advice
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
@@ -55,6 +55,7 @@ from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, SUMMARY
                                  labelled_splits, load_mlm, random_twin, run_flags, summary, summary_line)
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
+from minibert.text import plain_tokenizer
 
 PLOT = "probes_vs_step.png"  # --run's plot, in --out
 
@@ -72,9 +73,9 @@ def open_spec(spec: str, seeds: dict[str, int]) -> dict:
         if not pretrained:
             die("random:minilm: MiniLM has no random twin here; name a minibert checkpoint")
         path = fetch_minilm()
-        return {"name": "MiniLM-L6 (frozen features only)", "spec": spec, "path": path, "mlm": None,
-                "encoder": BertModel.from_pretrained(path, use_sdpa=True, unpad=True).eval(),
-                "tokenizer": load_tokenizer(path)}
+        return finite_on_a_word({"name": "MiniLM-L6 (frozen features only)", "spec": spec, "path": path, "mlm": None,
+                                 "encoder": BertModel.from_pretrained(path, use_sdpa=True, unpad=True).eval(),
+                                 "tokenizer": load_tokenizer(path)})
     path = resolve_checkpoint(folder)
     if not all(os.path.lexists(os.path.join(path, name)) for name in ("config.json", "tokenizer.json")):
         die(f"{folder} is neither `minilm` nor a checkpoint folder with config.json and tokenizer.json; "
@@ -86,7 +87,18 @@ def open_spec(spec: str, seeds: dict[str, int]) -> dict:
     else:
         mlm = random_twin(path, seeds[path])
         name = f"random init ({os.path.normpath(folder)}'s config and tokenizer, seed {seeds[path]})"
-    return {"name": name, "spec": spec, "path": path, "mlm": mlm, "encoder": mlm.bert, "tokenizer": load_tokenizer(path)}
+    return finite_on_a_word({"name": name, "spec": spec, "path": path, "mlm": mlm, "encoder": mlm.bert,
+                             "tokenizer": load_tokenizer(path)})
+
+
+@torch.no_grad()
+def finite_on_a_word(model: dict) -> dict:
+    """`model` (open_spec's), once its encoder gives finite numbers for one word: finite weights too
+    large for float32 are named now, before minutes of probing the models given before it."""
+    ids = torch.tensor([plain_tokenizer(model["tokenizer"]).encode("the").ids])  # (1, T)
+    if not bool(torch.isfinite(model["encoder"](ids).last_hidden_state).all()):
+        die(f"{model['spec']}: the model {NOT_FINITE}")
+    return model
 
 
 def with_twins(specs: list[str]) -> list[str]:
@@ -276,7 +288,8 @@ def keep_summary(folder: str, numbers: dict) -> None:
 
 
 def checkpoint_mode(args, prober: Prober) -> dict:
-    rows = [prober.probe(open_spec(spec, args.seeds)) for spec in with_twins(args.checkpoint)]
+    models = [open_spec(spec, args.seeds) for spec in with_twins(args.checkpoint)]  # each checked before any probe
+    rows = [prober.probe(model) for model in models]
     labels = prober.label_baselines()
     lines = [[r["name"], *model_cells(prober, r)] for r in rows] + baseline_lines(prober, labels)
     pairs = agreement_rows(rows, prober, lambda r: r["name"])

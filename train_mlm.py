@@ -41,10 +41,11 @@ from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, 
 from minibert.run import die, interrupted, run_script, write_advice
 from minibert.run.flags import (AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, Parser, add_device,
                                 check_ranges)
-from minibert.run.folders import read_json, truncate_metrics, write_json
-from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase, Run, default_short_seq_len, log,
-                                      new_or_resumed_model, phases, planned_short_steps, restore, save,
-                                      short_global_size, start, stop, training_state, warmup_length)
+from minibert.run.folders import truncate_metrics, write_json
+from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase, Run, at_max_steps,
+                                      default_short_seq_len, log, new_or_resumed_model, nothing_to_train, phases,
+                                      planned_short_steps, restore, save, short_global_size, start, stop,
+                                      training_state, warmup_length)
 from minibert.run.training import adamw, autocast, lr_factor, main_first
 
 
@@ -150,6 +151,9 @@ def main(argv=None):
     args = parse_args(argv)
     run = start(args, CORPORA, prepare)            # processes, device, checks, the corpus packed into blocks
     model, state = new_or_resumed_model(run)       # new from --seed, or the newest checkpoint that loads whole
+    if at_max_steps(run, state):                   # resumed at --max-steps: said, and the run left as it is
+        nothing_to_train(run)
+        return
     model.to(run.device)
     # AdamW with RoBERTa's betas and BERT's eps (ADAMW_BETAS, ADAMW_EPS); decay on matrices only
     optimizer = adamw(model.parameters(), args.lr, args.weight_decay, args.fused_adamw, betas=ADAMW_BETAS, eps=ADAMW_EPS)
@@ -176,7 +180,7 @@ def main(argv=None):
     start_log(run)
     if run.main_process:
         print(describe(run, model))
-        if not args.no_progress and run.start < args.max_steps:
+        if not args.no_progress:
             from tqdm import tqdm
             run.progress = tqdm(total=args.max_steps, initial=run.start, unit="step", dynamic_ncols=True)
     try:
@@ -186,7 +190,7 @@ def main(argv=None):
             run.progress.close()
         interrupted(f"the last checkpoint is {run.checkpoint}; --resume continues from it" if run.checkpoint
                     else "no checkpoint was written yet; run again with --overwrite to start afresh", run.main_process)
-    finish(run, model, valid, result, unigram)
+    finish(run, result, unigram)
 
 
 def train(run: Run, model, step_model, optimizer, scheduler, scaler, masker, valid: dict) -> dict:
@@ -409,22 +413,20 @@ def describe(run: Run, model) -> str:
             + (f"; resumed at step {run.start} from {run.checkpoint}" if run.checkpoint else ""))
 
 
-def finish(run: Run, model, valid: dict, result: dict, unigram: tuple[str, float]) -> None:
-    """The summary (summary.json, written once) and the report; when nothing ran, the saved one."""
-    last = result["last"] or evaluate(run, model, valid)  # nothing left to run: the checkpoint's numbers
+def finish(run: Run, result: dict, unigram: tuple[str, float]) -> None:
+    """The summary (summary.json) and the report of the steps this process trained (at least
+    one: a resume already at --max-steps ends before, nothing_to_train)."""
     if run.main_process:
         summary_path = os.path.join(run.args.out, "summary.json")
-        summary = None if result["tokens_seen"] else read_json(summary_path)
-        if summary is None:
-            wall, outside, tokens = result["wall_s"], result["outside_s"], result["tokens_seen"]
-            summary = {**last, "unigram_baseline_acc": unigram[1], "unigram_token": unigram[0],
-                       "checkpoint": run.checkpoint, "steps": run.args.max_steps,
-                       "steps_this_run": run.args.max_steps - run.start, "wall_s": wall,
-                       "eval_and_checkpoint_s": outside, "tokens_per_s": tokens / (wall - outside) if tokens else None}
-            try:
-                write_json(summary_path, summary)
-            except OSError as e:
-                stop(run, f"cannot write {summary_path} ({e.strerror})", write_advice(e, "--resume"))
+        wall, outside, tokens = result["wall_s"], result["outside_s"], result["tokens_seen"]
+        summary = {**result["last"], "unigram_baseline_acc": unigram[1], "unigram_token": unigram[0],
+                   "checkpoint": run.checkpoint, "steps": run.args.max_steps,
+                   "steps_this_run": run.args.max_steps - run.start, "wall_s": wall,
+                   "eval_and_checkpoint_s": outside, "tokens_per_s": tokens / (wall - outside)}
+        try:
+            write_json(summary_path, summary)
+        except OSError as e:
+            stop(run, f"cannot write {summary_path} ({e.strerror})", write_advice(e, "--resume"))
         report(summary, run.metrics_path)
     if run.lock:
         run.lock.close()  # releases --out for the next process
@@ -440,8 +442,7 @@ def report(s: dict, metrics_path: str) -> None:
     if "valid_nsp_acc" in s:
         print(f"next sentence: accuracy {s['valid_nsp_acc']:.3f} on {s['valid_nsp_pairs']:,} held-out pairs "
               f"(chance {s['nsp_chance']:.3f}), loss {s['valid_nsp_loss']:.3f}")
-    if s["tokens_per_s"]:
-        print(f"trained {s['steps_this_run']} steps in {s['wall_s'] / 60:.1f} min, {s['tokens_per_s']:,.0f} tokens/s")
+    print(f"trained {s['steps_this_run']} steps in {s['wall_s'] / 60:.1f} min, {s['tokens_per_s']:,.0f} tokens/s")
     print(f"loss curves: python plot_metrics.py {metrics_path}")
 
 

@@ -542,7 +542,8 @@ def labelled_folder(data: str, root: str = CACHE) -> str:
 def main(argv=None):
     p = Parser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus", default="en", help="en (default), en-large, zh, or a name for the --text files")
+    p.add_argument("--corpus", help="en (default), en-large, zh, or a name for the --text files (default with --text: "
+                                    "text)")
     p.add_argument("--text", nargs="+", metavar="FILE",
                    help="your own UTF-8 text files: one document per line, or blank lines between documents")
     p.add_argument("--root", default=CACHE, help="where prepared corpora go (default: data/cache)")
@@ -550,7 +551,8 @@ def main(argv=None):
     p.add_argument("--minilm", action="store_true",
                    help="also fetch the pretrained all-MiniLM-L6-v2 BERT into data/cache/minilm")
     args = p.parse_args(argv)
-    corpus = args.corpus if not args.text or args.corpus != "en" else "text"
+    # a default told from a given name: --corpus en --text FILE is refused as any of the cache's own names
+    corpus = args.corpus if args.corpus is not None else "text" if args.text else "en"
     try:
         out = prepare(corpus, args.text, args.root, args.force)
     except DataError as e:

@@ -209,10 +209,12 @@ _BERT_PREFIXES = ("bert.", "embeddings.", "encoder.", "pooler.", "cls.", "classi
 
 
 def check_bert_names(shapes: dict[str, tuple[int, ...]], source: str) -> None:
-    """Weights none of which is named as a BERT's (roberta.*, electra.*, distilbert.*: another
-    architecture behind a config.json that says bert) are a CheckpointError naming what they are."""
-    if shapes and not any(k.startswith(_BERT_PREFIXES) for k in shapes):
-        first = Counter(k.split(".")[0] for k in shapes).most_common(1)[0][0]
+    """Weights whose encoder is not named as a BERT's (roberta.*, electra.*, distilbert.*: another
+    architecture behind a config.json that says bert, with or without BERT-named heads beside it)
+    are a CheckpointError naming what they are."""
+    others = Counter(k.split(".")[0] for k in shapes if not k.startswith(_BERT_PREFIXES))
+    if others and not any(k.startswith(_BERT_PREFIXES[:3]) for k in shapes):  # no bert., embeddings., encoder.
+        first = others.most_common(1)[0][0]
         raise CheckpointError(f"{source}: its weights are named {first}.*, not as a BERT's ({', '.join(_BERT_PREFIXES)}"
                               "...): a checkpoint of another architecture, which minibert does not load")
 
@@ -496,7 +498,8 @@ def _check_template(file: str, tokenizer) -> None:
 def _check_vocabulary(file: str, tokenizer) -> None:
     """Each id 0 to N-1 has exactly one token (else a guessed id may have none to print, or two),
     and the unknown-word token of a WordPiece model is one of them (else a word it cannot split
-    stops the tokenizer): a CheckpointError otherwise."""
+    stops the tokenizer), not a word piece, and the model's prefix of word pieces is the one its
+    vocabulary uses (else every word it splits is unknown): a CheckpointError otherwise."""
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     count = Counter(vocab.values())
     shared = sorted(i for i, n in count.items() if n > 1)
@@ -515,6 +518,13 @@ def _check_vocabulary(file: str, tokenizer) -> None:
     if unk in ("[CLS]", "[SEP]", "[MASK]", "[PAD]"):
         raise CheckpointError(f"{file}: its unknown-word token is {unk}, so a word it cannot split would be read as "
                               f"{unk}, which has another role in BERT's input")
+    prefix = getattr(tokenizer.model, "continuing_subword_prefix", None)  # WordPiece's "##"
+    if prefix and unk is not None and unk.startswith(prefix):
+        raise CheckpointError(f"{file}: its unknown-word token {unk!r} is a word piece (it starts with its "
+                              f"continuing_subword_prefix {prefix!r}), so a word it cannot split would be read as one")
+    if prefix and not any(token.startswith(prefix) for token in tokenizer.get_vocab(with_added_tokens=False)):
+        raise CheckpointError(f"{file}: no token of its vocabulary starts with its continuing_subword_prefix "
+                              f"{prefix!r}, so every word it must split into pieces would be read as {unk}")
 
 
 def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:

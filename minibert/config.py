@@ -95,8 +95,8 @@ def _label_table(id2label) -> dict[int, str]:
 def _check_label_counts(d: dict) -> None:
     """HF's num_labels beside id2label must be its length (a ValueError otherwise); without
     id2label it is a count of classes no head here reads (a ValueError only when it is not one).
-    id2label names the classes (a save writes label2id from it); label2id may not give one of
-    those names another id. Its other names (HF's LABEL_0 ... left behind) are not read."""
+    id2label names the classes (a save writes label2id from it); label2id must be its inverse, or
+    HF's default table (LABEL_0: 0, ...) left behind when id2label was renamed."""
     count, table = d.get("num_labels"), d.get("id2label")
     if "num_labels" in d and (type(count) is not int or count < 1):
         raise ValueError(f"num_labels must be a count of classes, got {count!r}")
@@ -106,11 +106,17 @@ def _check_label_counts(d: dict) -> None:
         raise ValueError(f"num_labels {count} disagrees with id2label's {len(table)} labels")
     ids = {str(label): str(i) for i, label in table.items()}
     inverse = d.get("label2id")
-    contradicted = [(label, i) for label, i in (inverse.items() if isinstance(inverse, dict) else ())
-                    if label in ids and str(i) != ids[label]]
+    if inverse is None:
+        return
+    given = {str(label): str(i) for label, i in inverse.items()} if isinstance(inverse, dict) else {}
+    if given in (ids, {f"LABEL_{i}": str(i) for i in table}):
+        return
+    contradicted = [(label, i) for label, i in given.items() if label in ids and i != ids[label]]
     if contradicted:
         label, i = contradicted[0]
-        raise ValueError(f"label2id gives {label!r} the id {i!r}, and id2label gives it {ids[label]}")
+        raise ValueError(f"label2id gives {label!r} the id {inverse[label]!r}, and id2label gives it {ids[label]}")
+    raise ValueError(f"label2id ({str(inverse)[:60]}) is neither the inverse of id2label ({str(table)[:60]}) nor HF's "
+                     "default LABEL_0, LABEL_1, ...")
 
 
 @dataclass
@@ -222,10 +228,13 @@ class BertConfig:
             value = d.get(key)
             if key in d and (not isinstance(value, (bool, str, type(None))) or value not in allowed):
                 raise ValueError(f"the config sets {key} = {value!r} ({meaning}), which minibert does not implement")
+        if d.get("pruned_heads") not in (None, {}):  # HF's {layer: [heads]}: those heads' rows cut from Q, K, V
+            raise ValueError(f"the config sets pruned_heads = {str(d['pruned_heads'])[:60]} (attention heads removed "
+                             "from their layers), which minibert does not implement")
         _check_label_counts(d)
         names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_SWITCHES)
         unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS and k not in _HF_MATH_KEYS
-                         and k not in RUNTIME_SWITCHES and k not in (TOKENIZER_DIGEST, "num_labels"))
+                         and k not in RUNTIME_SWITCHES and k not in (TOKENIZER_DIGEST, "num_labels", "pruned_heads"))
         if unknown:
             warnings.warn(f"BertConfig: ignoring unknown config keys {unknown}", stacklevel=2)
         return cls(**{k: v for k, v in d.items() if k in names})

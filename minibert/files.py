@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -82,6 +83,12 @@ def read_bytes(path: str) -> bytes:
     what it is (a named pipe is not waited on)."""
     with os.fdopen(open_file(path, os.O_RDONLY), "rb") as f:
         return f.read()
+
+
+def sha256_of(path: str) -> str:
+    """The sha256 of the plain file at `path` (read_bytes), in hex: what a cache or a checkpoint
+    records of a file to know it later for the same bytes."""
+    return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
 def write_file(path: str, data) -> None:
@@ -186,3 +193,15 @@ def parse_json(text: str | bytes):
         raise
     except ValueError as e:
         raise ValueError(f"a number too long to read ({str(e).split(':')[0]})") from None
+
+
+# each JSON object read as its (key, value) pairs: every key as given, a repeated one too
+_PAIRS = json.JSONDecoder(object_pairs_hook=list)
+
+
+def repeated_key(text: str) -> str | None:
+    """The first key that the JSON object `text` gives twice, or None. parse_json keeps the last
+    value of a repeated key unsaid ({"label": "pos", "label": "neg"} is neg). `text` must have
+    been read by parse_json already: this second reading then cannot fail."""
+    keys = [key for key, _ in _PAIRS.decode(text)]
+    return next((key for i, key in enumerate(keys) if key in keys[:i]), None)

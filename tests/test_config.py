@@ -136,16 +136,19 @@ def test_not_a_bert_config_is_refused(tmp_path):
     ("is_decoder", True, "causal"), ("add_cross_attention", True, "cross-attention"),
     ("tie_word_embeddings", False, "untied"), ("problem_type", "multi_label_classification", "single-label"),
     ("problem_type", "regression", "single-label"), ("is_decoder", [1], "causal"),
+    ("pruned_heads", {"0": [1]}, "attention heads removed"), ("pruned_heads", [[0, 1]], "attention heads removed"),
 ])
 def test_a_key_that_changes_the_math_is_refused(key, value, meaning):
     """transformers applies causal attention for is_decoder, adds cross-attention layers, unties
-    the decoder, and uses sigmoids (multi-label) or a squared error (regression) for problem_type:
-    minibert implements none of these, so it refuses rather than compute something else. The
-    values it does compute (False, True, single-label) load."""
+    the decoder, uses sigmoids (multi-label) or a squared error (regression) for problem_type, and
+    cuts the pruned_heads out of their layers (a pruned_heads was read as an unknown key, with a
+    warning, and every head computed): minibert implements none of these, so it refuses rather
+    than compute something else. The values it does compute (False, True, single-label, no
+    pruned head) load."""
     with pytest.raises(ValueError, match=rf"the config sets {key} = .* \(.*{meaning}.*\), which minibert does not"):
         BertConfig.from_dict({key: value})
     for ok in ({"is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True,
-                "problem_type": "single_label_classification"}, {"problem_type": None}):
+                "problem_type": "single_label_classification", "pruned_heads": {}}, {"problem_type": None}):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             BertConfig.from_dict(ok)
@@ -198,21 +201,25 @@ def test_each_bookkeeping_key_changes_nothing_in_transformers_either(key, tmp_pa
      r"label2id gives 'neg' the id 1, and id2label gives it 0"),
     ({"id2label": {"0": "neg", "1": "pos"}, "label2id": {"neg": 0, "pos": "one"}},
      r"label2id gives 'pos' the id 'one', and id2label gives it 1"),
+    ({"id2label": {"0": "neg", "1": "pos"}, "label2id": {"a": 0, "b": 1}}, r"label2id \(.*\) is neither the inverse"),
+    ({"id2label": {"0": "neg", "1": "pos"}, "label2id": {"neg": 0}}, r"label2id \(.*\) is neither the inverse"),
+    ({"id2label": {"0": "neg", "1": "pos"}, "label2id": ["neg", "pos"]}, r"label2id \(.*\) is neither the inverse"),
 ], ids=["null-label", "blank-label", "two-classes-one-name", "num-labels-disagrees",
-        "num-labels-not-a-count", "label2id-swapped", "label2id-not-an-id"])
+        "num-labels-not-a-count", "label2id-swapped", "label2id-not-an-id", "label2id-other-names",
+        "label2id-a-label-missing", "label2id-not-a-table"])
 def test_a_label_table_that_cannot_name_each_class_once_is_refused(change, message):
     """predict prints id2label's names: a null or blank one printed None or nothing, two classes of
     one name could not be told apart, and a num_labels that contradicts id2label was read
-    silently (and called unknown), and a label2id that gives a class of id2label another id was
-    not read at all: each a ValueError naming the key."""
+    silently (and called unknown), and a label2id that is not id2label's inverse (another id for
+    a class, other names, a class missing) was not read at all: each a ValueError naming the key."""
     with pytest.raises(ValueError, match=message):
         BertConfig.from_dict({**BertConfig().to_dict(), **change})
 
 
-def test_label2id_that_agrees_or_names_other_labels_is_read():
-    """label2id equal to id2label's inverse (ids as numbers or as the strings JSON keys are), or one
-    that only names HF's default LABEL_0, LABEL_1 beside a renamed id2label, loads: only a
-    contradiction of id2label is refused (a check of the whole table would refuse the last)."""
+def test_label2id_that_is_the_inverse_or_hfs_default_is_read():
+    """label2id equal to id2label's inverse (ids as numbers or as the strings JSON keys are), or
+    HF's default LABEL_0, LABEL_1 left beside a renamed id2label, loads; any other table is
+    refused (above)."""
     for inverse in ({"neg": 0, "pos": 1}, {"neg": "0", "pos": "1"}, {"LABEL_0": 0, "LABEL_1": 1}):
         config = BertConfig.from_dict({**BertConfig().to_dict(), "id2label": {"0": "neg", "1": "pos"},
                                        "label2id": inverse})

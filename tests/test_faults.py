@@ -340,11 +340,9 @@ def test_cut_short_logs_do_not_block_a_later_run(pretrained, tmp_path, corpus, c
     (out / "summary.json").write_text('{"valid_loss": 4.')
     with open(out / "metrics.jsonl", "a") as f:
         f.write('{"step": 5, "train_lo')
-    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "4"))
-    assert "validation: loss" in capsys.readouterr().out
-    assert json.loads((out / "summary.json").read_text())["steps"] == 4
-    assert all(json.loads(line) for line in open(out / "metrics.jsonl"))
     train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
+    assert "validation: loss" in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["steps"] == 6
     assert [json.loads(line)["step"] for line in open(out / "metrics.jsonl")][-1] == 6
 
 
@@ -633,7 +631,7 @@ def within(seconds: int):
 PIPES = {  # where a named pipe stands -> what the command must say (one line), or None: it runs and replaces it
     "metrics.jsonl": r"^error: cannot write \S+/metrics.jsonl \(is a named pipe, not a file\); it is not a plain "
                      r"file: remove it, then run again with --resume$",
-    "run.json": r"--out \S+: its run.json does not say which run wrote the folder",
+    "run.json": r"^error: --out \S+: its run.json is a named pipe, not a file: remove it, then put ",
     "training_state.pt": r"step-000004 holds training_state.pt, a named pipe, not a file",
     "config.json": r"^error: cannot load --checkpoint \S+: cannot read \S+/config.json: it is a named pipe, not a file$",
     "token cache": None,
@@ -678,18 +676,53 @@ def test_a_named_pipe_where_a_file_is_read_or_written_is_said_never_waited_on(pr
                 train_mlm.main(args)
 
 
-@pytest.mark.parametrize("case", ["a folder as --corpus", "a dangling link as --out"])
+@pytest.mark.parametrize("case", ["a folder as --corpus", "a dangling link as --out",
+                                  "a dangling link as --data-root"])
 def test_a_folder_as_a_file_and_a_dangling_link_as_out_are_named(corpus, tmp_path, case):
     """--corpus naming a folder: "a folder, not a file" (the old code: "no such file"); --out a
-    link to a folder that does not exist: said so (the old code: "File exists", from makedirs)."""
+    link to a folder that does not exist: said so (the old code: "File exists", from makedirs);
+    --data-root a link to a folder that does not exist: said so (the old code: "the data cache
+    root/text-...: No such file or directory; delete that folder to prepare it again")."""
     if case == "a folder as --corpus":
         with refusal(rf"^error: --corpus {re.escape(str(tmp_path))}: a folder, not a file \(use en, "):
             train_mlm.main(pretrain_args(tmp_path / "new", tmp_path, tmp_path / "cache", "--max-steps", "2"))
+    elif case == "a dangling link as --data-root":
+        os.symlink(tmp_path / "nowhere", tmp_path / "root")
+        with refusal(r"^error: --data-root \S+/root is a link to \S+/nowhere, which does not exist: make that "
+                     r"folder, or choose another --data-root$"):
+            train_mlm.main(pretrain_args(tmp_path / "new", corpus, tmp_path / "root", "--max-steps", "2"))
+        assert not (tmp_path / "new").exists()
     else:
         os.symlink(tmp_path / "gone", tmp_path / "out")
         with refusal(r"^error: --out \S+/out is a link to \S+/gone, which does not exist: make that folder, or "
                      r"choose another --out$"):
             train_mlm.main(pretrain_args(tmp_path / "out", corpus, tmp_path / "cache", "--max-steps", "2"))
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path, corpus, capsys, monkeypatch, when):
+    """Ctrl-C (a real SIGINT) lands while step 4's checkpoint is saved, just before or just after
+    its folder is renamed into place: the save ends first, and the interrupted line names
+    step-000004, the newest checkpoint on disk. The old code, interrupted after the rename but
+    before the run recorded it, named step-000002."""
+    out = tmp_path / "run"
+    rename = os.rename
+
+    def interrupted_rename(src, dst):
+        at_step_4 = os.path.basename(dst) == "step-000004"
+        if at_step_4 and when == "before":
+            os.kill(os.getpid(), signal.SIGINT)
+        rename(src, dst)
+        if at_step_4 and when == "after":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "rename", interrupted_rename)
+    with pytest.raises(SystemExit) as e:
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "6", "--save-every", "2"))
+    assert e.value.code == 130
+    newest = out / "checkpoints" / "step-000004"
+    assert capsys.readouterr().err == f"interrupted: the last checkpoint is {newest}; --resume continues from it\n"
+    assert checkpoints(str(out))[-1] == str(newest)
 
 
 def test_a_resume_goes_on_with_its_own_tokenizer_when_the_cache_trains_another(pretrained, tmp_path, corpus,

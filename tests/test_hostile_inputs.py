@@ -127,6 +127,7 @@ def test_a_label_with_a_tab_or_a_line_end_is_one_cell_of_predicts_output(base, t
     model = copy(base, "cls", tmp_path) / "best"
     config = json.loads((model / "config.json").read_text())
     config["id2label"] = {"0": "food\tdrink", "1": "sports\nnews"}
+    config["label2id"] = {"food\tdrink": 0, "sports\nnews": 1}
     (model / "config.json").write_text(json.dumps(config))
     code, out, err = script("finetune.py", "predict", "--model", str(model), stdin="a good film\na bad film\n")
     assert code == 0, err
@@ -208,7 +209,7 @@ def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
 @pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id", "no-post-processor", "mask-not-special",
                                   "pad-and-mask-swapped", "pair-in-segment-0", "a-second-cls", "a-mask-inserted",
-                                  "unk-is-mask", "a-sequence-post-processor"])
+                                  "unk-is-mask", "a-sequence-post-processor", "unk-a-word-piece", "prefix-unused"])
 def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setup, tmp_path, command, case):
     """A transformers-style checkpoint (no digest of its tokenizer in config.json) whose
     tokenizer.json has as many tokens as the model's vocabulary, every id inside it, but whose
@@ -221,7 +222,9 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
     id as the mask), or whose template frames a text with a second [CLS] or an inserted [MASK]
     (fill-mask guessed at a mask the user did not write), or whose unknown-word token is [MASK]
     (every word it cannot split became a mask), or whose post-processor is a Sequence (the
-    tokenizers library panics on some: a Rust backtrace): one line at load,
+    tokenizers library panics on some: a Rust backtrace), or whose unknown-word token is a word
+    piece (`##s`: an unknown word was read as a piece), or whose continuing_subword_prefix no
+    token of the vocabulary has (`@@`: every word split into pieces became [UNK]): one line at load,
     naming the file; nothing is written. One that puts a pair's second text in segment 0 is
     refused where a pair is encoded (attention.py); fill-mask and fine-tuning, which encode one
     text at a time, run. A tokenizer.json alone (no config.json to give the size) with an id
@@ -251,6 +254,10 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
             next(iter(piece.values()))["type_id"] = 0
     elif case == "unk-is-mask":
         tok["model"]["unk_token"] = "[MASK]"
+    elif case == "unk-a-word-piece":
+        tok["model"]["unk_token"] = min(t for t in tok["model"]["vocab"] if t.startswith("##"))
+    elif case == "prefix-unused":
+        tok["model"]["continuing_subword_prefix"] = "@@"
     elif case == "a-sequence-post-processor":
         tok["post_processor"] = {"type": "Sequence", "processors": [tok["post_processor"]] * 2}
     else:  # one more special token in the template of a single text
@@ -269,7 +276,10 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
                "a-sequence-post-processor": r"tokenizer\.json: its post_processor is Sequence, not BERT's",
                "mask-not-special": r"tokenizer\.json does not read \[MASK\] in a text as its one token \(id 4\)",
                "pad-and-mask-swapped": r"tokenizer\.json gives \[PAD\] the id 4, its model's pad_token_id is 0",
-               "pair-in-segment-0": r"does not frame a pair as BERT's input"}[case]
+               "pair-in-segment-0": r"does not frame a pair as BERT's input",
+               "unk-a-word-piece": r"tokenizer\.json: its unknown-word token '##\w+' is a word piece \(it starts with",
+               "prefix-unused": r"tokenizer\.json: no token of its vocabulary starts with its continuing_subword_prefix "
+                                r"'@@', so every word it must split into pieces would be read as \[UNK\]"}[case]
     if case == "pair-in-segment-0" and command != "attention":  # only attention.py encodes a pair: the others run
         other_commands(base, setup, tmp_path, ckpt)[command]()
         return
@@ -494,14 +504,18 @@ def test_weights_that_are_not_floats_or_not_finite_in_fp8_are_refused(base, setu
 
 
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
-@pytest.mark.parametrize("family", ["roberta", "electra", "distilbert"])
+@pytest.mark.parametrize("family", ["roberta", "electra", "distilbert", "roberta-beside-bert-heads"])
 def test_a_checkpoint_of_another_architecture_is_refused_by_its_weights_names(base, setup, tmp_path, command, family):
     """A config.json that says bert (model_type "bert", no architectures) beside weights named as
     another architecture's (roberta.embeddings..., electra.encoder..., distilbert.transformer...):
     the refusal says what the weights are, in one line, not that a head is missing or that the
-    config does not match."""
+    config does not match. Also with the MLM head still named as BERT's (cls.*) beside a roberta.*
+    encoder: that was called a damaged BERT ("the weights hold nothing")."""
     ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
-    rewrite_file(ckpt, lambda t: {f"{family}.{k.removeprefix('bert.')}": v for k, v in t.items()})
+    heads_kept = family.endswith("-beside-bert-heads")
+    family = family.removesuffix("-beside-bert-heads")
+    rewrite_file(ckpt, lambda t: {f"{family}.{k.removeprefix('bert.')}" if k.startswith("bert.") or not heads_kept
+                                  else k: v for k, v in t.items()})
     config = json.loads((ckpt / "config.json").read_text())
     config.pop("architectures", None)
     (ckpt / "config.json").write_text(json.dumps(config))
@@ -780,13 +794,16 @@ def test_a_head_minibert_does_not_have_is_refused_by_its_name(base, tmp_path, po
         finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "in.txt")])
 
 
-@pytest.mark.parametrize("case", ["pair-swapped", "invisible-text", "overflow-after-attention"])
+@pytest.mark.parametrize("case", ["pair-swapped", "invisible-text", "overflow-after-attention",
+                                  "overflow-in-the-second-of-two"])
 def test_attention_draws_only_berts_pair_and_finite_numbers(base, tmp_path, case):
     """attention.py on a tokenizer whose pair template puts the next text first (the old code drew
     --next as segment A, unsaid), on a --text of zero-width spaces (an empty segment A, drawn), and
     on a checkpoint whose intermediate layer overflows float32 after the attention (its maps are
-    finite, its output is not: the old code drew it; every other command refuses it)."""
+    finite, its output is not: the old code drew it; every other command refuses it). Given after
+    a good checkpoint, the one that overflows is named (the old line did not say which)."""
     ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    given = [str(ckpt)]
     text = "a good film ."
     if case == "pair-swapped":
         config = json.loads((ckpt / "config.json").read_text())
@@ -802,9 +819,11 @@ def test_attention_draws_only_berts_pair_and_finite_numbers(base, tmp_path, case
         text, pattern = "\u200b\u200b", r"^error: --text holds nothing the tokenizer reads"
     else:
         rewrite_file(ckpt, lambda t: {k: v * 1e30 if "intermediate.dense.weight" in k else v for k, v in t.items()})
-        pattern = r"the model computes numbers that are not finite"
+        pattern = rf"^error: --checkpoint {re.escape(str(ckpt))}: the model computes numbers that are not finite"
+        if case == "overflow-in-the-second-of-two":
+            given = [str(base / "pre"), str(ckpt)]
     with refusal(pattern):
-        attention.main(["--checkpoint", str(ckpt), "--out", str(tmp_path / "att.png"), "--text", text])
+        attention.main(["--checkpoint", *given, "--out", str(tmp_path / "att.png"), "--text", text])
     assert not (tmp_path / "att.png").exists()
 
 
@@ -852,6 +871,40 @@ def test_each_refusal_names_the_real_cause(base, setup, tmp_path, monkeypatch, c
     else:
         with refusal(r"^error: \S+cls is a fine-tuning run, not a checkpoint or a train_mlm.py run folder"):
             probe.main(["--summary", str(base / "cls"), "--data-root", str(base / "cache")])
+
+
+@pytest.mark.parametrize("command", ["predict", "train"])
+def test_an_overflow_only_a_long_text_reaches_is_said_before_any_output_and_not_blamed_on_the_rate(
+        base, setup, tmp_path, capsys, command):
+    """Position 40's embedding set to +-3e38: finite, but the embedding LayerNorm's variance
+    overflows on it, so only a text of more than 40 tokens gives NaN. predict on 70 short lines
+    and one long one printed the first batch's 64 labels, then refused; fine-tuning with one long
+    training row passed its check of the first batch and, when the row's batch came, said "try a
+    lower learning rate" (no rate mends it). Now predict prints nothing before its one line, and
+    fine-tuning runs the checkpoint's own encoder on the rows of that step and names its weights."""
+    src = copy(base, "cls", tmp_path) / "best" if command == "predict" else tmp_path / "ckpt"
+    if command == "train":
+        shutil.copytree(setup / "ckpt", src)
+
+    def overflow_at_position_40(tensors):
+        rows = tensors["bert.embeddings.position_embeddings.weight"]                 # (P, C)
+        rows[40] = torch.tensor([3e38, -3e38]).repeat(rows.shape[1] // 2)            # finite; its variance is not
+
+    rewrite_file(src, overflow_at_position_40)
+    long_text = " ".join(["a good film and a fine story"] * 10)
+    if command == "predict":
+        (tmp_path / "in.txt").write_text("a good film\n" * 70 + long_text + "\n")
+        argv = ["predict", "--model", str(src), "--file", str(tmp_path / "in.txt")]
+    else:
+        shutil.copytree(setup / "data", tmp_path / "data")
+        with open(tmp_path / "data" / "train.tsv", "a") as f:
+            f.write(f"{long_text}\tpos\n")
+        argv = ["--checkpoint", str(src), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "run"),
+                "--epochs", "1", "--batch-size", "8", "--no-progress"]
+    with refusal(r"the model computes numbers that are not finite from its weights \(they overflow float32\)"):
+        finetune.main(argv)
+    if command == "predict":
+        assert capsys.readouterr().out == ""
 
 
 def test_exercise_refuses_weights_that_overflow_before_it_prints(base, tmp_path, capsys, monkeypatch):

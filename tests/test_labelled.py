@@ -1,11 +1,15 @@
 """read_split on bad label rows: a .tsv header is not a class, a missing label or text is
-refused naming file:line (never read as the class "None"); split_rows, one file cut into three."""
+refused naming file:line (never read as the class "None"); split_rows, one file cut into three;
+finetune.py naming the real cause of a bad labelled set before it counts rows."""
 
 import json
 
 import pytest
 
+import finetune
 from minibert.run.labelled import InputError, read_split, split_rows
+
+from conftest import refusal
 
 
 @pytest.mark.parametrize("header", ["text\tlabel", "sentence\tlabel", "Sentence1\tLABEL"])
@@ -129,12 +133,109 @@ def test_split_rows_refuses_one_label_and_a_label_too_small_to_split(rows, messa
         split_rows(rows, 0.1, 0.1, "f.csv")
 
 
-def test_rows_joined_by_a_break_that_is_no_line_end_are_named(tmp_path):
-    """A .tsv whose rows are joined by U+2028 (or a form feed, U+0085): one physical line of many
-    tab-separated cells. Refused naming the character (the old code read one row, its label the
-    last cell, and fine-tuning then blamed "a single label")."""
-    rows = "".join(f"sentence {i} is here\t{'pos' if i % 2 else 'neg'}\u2028" for i in range(6))
-    (tmp_path / "train.tsv").write_text(rows + "\n")
-    with pytest.raises(InputError, match=r"train\.tsv:1: a line of 7 tab-separated cells holding U\+2028, which "
-                                         r"is not a line end here"):
-        read_split(str(tmp_path / "train.tsv"))
+@pytest.mark.parametrize("name,content,message", [
+    ("train.tsv", "".join(f"sentence {i} is here\t{'pos' if i % 2 else 'neg'}\u2028" for i in range(6)) + "\n",
+     r"train\.tsv:1: a line of 7 tab-separated cells holding U\+2028, which is not a line end here"),
+    ("train.csv", "text,label\f" + "".join(f"sentence {i} is here,{'pos' if i % 2 else 'neg'}\f" for i in range(6)),
+     r"train\.csv:1: a line of 8 comma-separated cells holding U\+000C, which is not a line end here \(lines end "
+     r"at \\n, \\r\\n or \\r\): one text,label row a line$"),
+    ("train.csv", "text,label\n" + "".join(f"sentence {i} is here,{'pos' if i % 2 else 'neg'}\u2028" for i in range(6))
+     + "\n", r"train\.csv:2: a line of 7 comma-separated cells holding U\+2028, which is not a line end here"),
+], ids=["tsv U+2028", "csv form feed, header too", "csv U+2028 after the header"])
+def test_rows_joined_by_a_break_that_is_no_line_end_are_named(tmp_path, name, content, message):
+    """Rows joined by U+2028 or a form feed (no \\n): one physical line of many cells. Refused
+    naming the character. (The old code read a .tsv as one row, its label the last cell, and
+    fine-tuning then blamed "a single label"; a .csv joined header and all was said to lack the
+    columns text and label, the whole file quoted as its header; a .csv joined after its header
+    line read one row of the first two cells, the other rows dropped unsaid.)"""
+    (tmp_path / name).write_text(content)
+    with pytest.raises(InputError, match=message):
+        read_split(str(tmp_path / name))
+
+
+@pytest.mark.parametrize("content,message", [
+    ("text,label\na fine film,pos\ngood, great film number 7,pos\n",
+     r"train\.csv:3: 3 cells, the header has 2 \(an unquoted comma\?\)"),
+    ('text,label\n"a fine film",pos,extra\n', r"train\.csv:2: 3 cells, the header has 2 \(an unquoted comma\?\)"),
+    ("id,text,label\n1,a fine film,pos\n2,a dull, long film,neg\n",
+     r"train\.csv:3: 4 cells, the header has 3 \(an unquoted comma\?\)"),
+], ids=["unquoted comma in the text", "a cell after the label", "unquoted comma under a three-column header"])
+def test_a_csv_row_with_more_cells_than_the_header_is_refused_naming_file_and_line(tmp_path, content, message):
+    """A row with more cells than its header has no one reading: `good, great film number 7,pos`
+    is a text with an unquoted comma. Refused naming file:line and the counts. (The old code read
+    the text `good` with the label ` great film number 7`, or dropped the cell `extra`, unsaid.)"""
+    (tmp_path / "train.csv").write_text(content)
+    with pytest.raises(InputError, match=message):
+        read_split(str(tmp_path / "train.csv"))
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("train.jsonl", '{"text": "fine", "label": "pos"}\n{"text": "good", "label": "pos", "label": "neg"}\n',
+     r"train\.jsonl:2: the key 'label' appears twice in the record"),
+    ("train.jsonl", '{"text": "fine", "text": "good", "label": "pos"}\n',
+     r"train\.jsonl:1: the key 'text' appears twice in the record"),
+    ("train.csv", "text,label,text\na fine film,pos,a dull film\n", r"train\.csv:1: the header names text twice"),
+    ("train.csv", "text,Label,label\na fine film,pos,neg\n", r"train\.csv:1: the header names label twice"),
+], ids=["jsonl label twice", "jsonl text twice", "csv header text twice", "csv header label twice, in two cases"])
+def test_a_key_or_column_given_twice_is_refused_naming_file_and_line(tmp_path, name, content, message):
+    """A .jsonl record giving a key twice, or a .csv header naming a column twice, holds two
+    readings of one field. Refused naming file:line. (The old code took the .jsonl's last value
+    and the .csv's first column, unsaid.)"""
+    (tmp_path / name).write_text(content)
+    with pytest.raises(InputError, match=message):
+        read_split(str(tmp_path / name))
+
+
+@pytest.mark.parametrize("lines,where", [
+    (['{"text": "text", "label": "label"}', '{"text": "a fine film", "label": "pos"}'], 1),
+    (['{"text": "a fine film", "label": "pos"}', '{"text": "Sentence", "label": "LABEL"}'], 2),
+], ids=["first line", "further down"])
+def test_a_jsonl_header_record_is_refused(tmp_path, lines, where):
+    """JSON Lines has no header: a record whose text and label are the column names is a header
+    written by mistake, refused naming its line. (The old code read it as an example of a class
+    named "label".)"""
+    (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"train\.jsonl:{where}: a header record"):
+        read_split(str(tmp_path / "train.jsonl"))
+
+
+def labelled_tsv(*counts: tuple[str, int]) -> str:
+    """A .tsv of `n` distinct texts for each (label, n)."""
+    return "".join(f"film {i} of {label}\t{label}\n" for label, n in counts for i in range(n))
+
+
+@pytest.mark.parametrize("name,content,flags,message", [
+    ("mine.tsv", labelled_tsv(("pos", 40), ("neg", 40), ("Pos", 1), ("POS", 1)), [],
+     r"^error: the labels 'POS', 'Pos' and 'pos' of --data \S+ differ only in case"),
+    ("mine.tsv", labelled_tsv(("true", 20), ("false", 20), ("True", 1)), [],
+     r"^error: the labels 'True' and 'true' of --data \S+ differ only in case"),
+    ("mine.tsv", labelled_tsv(("1", 20), ("0", 20), ("1.0", 2)), [],
+     r"^error: the labels '1' and '1\.0' of --data \S+ are one number spelled two ways"),
+    ("mine.tsv", labelled_tsv(("1", 20), ("0", 20), ("01", 1)), [],
+     r"^error: the labels '01' and '1' of --data \S+ are one number spelled two ways"),
+    ("mine.jsonl", '{"text": "text", "label": "label"}\n' + "".join(
+        json.dumps({"text": f"film {i}", "label": "pos" if i % 2 else "neg"}) + "\n" for i in range(40)), [],
+     r"^error: \S+mine\.jsonl:1: a header record"),
+    (None, None, ["--valid-fraction", "0.2"], r"^error: --data \S+nosuch\.tsv: no such file or folder"),
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)), ["--valid-fraction", "0.5", "--test-fraction", "0.5"],
+     r"^error: --valid-fraction \+ --test-fraction must be below 1.*0\.5 \+ 0\.5"),
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)), ["--valid-fraction", "0.9"],
+     r"^error: --valid-fraction \+ --test-fraction must be below 1.*0\.9 \+ 0\.1"),
+], ids=["a few case variants beside a big label", "True beside true", "1.0 beside 1", "01 beside 1",
+        "jsonl header record", "a fraction with no such file", "fractions summing to 1",
+        "a valid fraction summing to 1 with the default test"])
+def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, name, content, flags, message):
+    """finetune.py on one --data file (or none): the cause of the refusal, not what it leads to.
+    A label written two ways (in case, or as one number: '1', '1.0', '01') and a .jsonl header
+    record are named before each label's rows are counted; a missing file is said missing, with
+    a fraction or without; held-out fractions that leave nothing to train on are a flag error
+    (exit 2). (The old code said "label 'POS' has 1 distinct text(s), too few to hold out ...;
+    add rows of it" for the first five, which adding rows never mends, for the fractions too, and
+    for the missing file that a fraction splits one --data file, not a set with its own splits.)"""
+    data = tmp_path / (name or "nosuch.tsv")
+    if content is not None:
+        data.write_text(content)
+    with refusal(message):
+        finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(data), "--out", str(tmp_path / "out"),
+                       "--no-progress", *flags])
+    assert not (tmp_path / "out").exists()

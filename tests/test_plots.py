@@ -265,23 +265,19 @@ def test_a_damaged_probes_json_is_named_as_such_not_as_missing(tmp_path, drawn, 
         assert "(probes.json is not probe.py's summary)" in err and "missing" not in err, err
 
 
-@pytest.mark.parametrize("case", ["accuracy-7.5", "accuracy-nan", "run-json-disagrees", "form-feeds", "no-records"])
+@pytest.mark.parametrize("case", ["accuracy-7.5", "accuracy-nan", "form-feeds", "no-records"])
 def test_the_records_decide_what_is_drawn_and_what_is_left_out_is_said(tmp_path, drawn, capsys, case):
     """A fine-tuning accuracy of 7.5 or NaN at epoch 2: left out of the accuracy curve with a
-    one-line note (the old code drew 7.5, stretching the axis, and dropped NaN unsaid). A run.json
-    that says fine-tuning beside a pretraining run's records: the pretraining figure, from the
-    records (the old code drew an empty fine-tuning figure, exit 0). Records followed by form
-    feeds: read (a form feed around a record is white space, not part of it; the old code said
-    "no loss to draw yet"). Lines none of which is a record: one line saying so."""
+    one-line note (the old code drew 7.5, stretching the axis, and dropped NaN unsaid). Records
+    followed by form feeds: read (a form feed around a record is white space, not part of it; the
+    old code said "no loss to draw yet"). Lines none of which is a record: one line saying so.
+    A run.json of another kind: the next test."""
     if case.startswith("accuracy"):
         records = finetuning_records()
         records[1]["valid_acc"] = 7.5 if case == "accuracy-7.5" else float("nan")
         acc_ax = drawn(write_run(tmp_path / "cls", "fine-tuning", records)).axes[1]
         assert xy(line_of(acc_ax, "fine-tuned model")) == ([1, 3], [0.70, 0.76])
         assert "note: 1 of the 3 logged accuracies are not numbers from 0 to 1" in capsys.readouterr().err
-    elif case == "run-json-disagrees":
-        fig = drawn(write_run(tmp_path / "mlm", "fine-tuning", pretraining_records(), **{SUMMARY_FILE: NGRAM}))
-        assert xy(line_of(fig.axes[0], "training loss"))[0] == [10, 20, 30, 40, 50, 60]
     elif case == "form-feeds":
         path = Path(write_run(tmp_path / "mlm", "pretraining", [], **{SUMMARY_FILE: NGRAM}))
         path.write_text("".join(json.dumps(r) + "\f\n" for r in pretraining_records()))
@@ -314,3 +310,81 @@ def test_what_the_fine_tuning_figure_cannot_use_is_said(tmp_path, drawn, capsys,
     else:
         assert "note: summary.json's best_epoch (9) is no epoch of the records" in err, err
         assert xy(line_of(acc_ax, "best epoch")) == ([2], [0.76])
+
+
+@pytest.mark.parametrize("said, records, drawn_as", [
+    ("fine-tuning", pretraining_records(), "pretraining"),
+    ("probes", pretraining_records(), "pretraining"),
+    ("pretraining", finetuning_records(), "fine-tuning"),
+], ids=["fine-tuning-beside-pretraining", "probes-beside-pretraining", "pretraining-beside-fine-tuning"])
+def test_a_run_json_of_another_kind_is_named_and_the_records_drawn(tmp_path, drawn, capsys, said, records, drawn_as):
+    """run.json says one kind of run, the records beside it are another's: the records decide
+    (the figure of their kind, whole), and a one-line note names the contradiction, which may be a
+    folder copied over another or a file moved by hand. The old code drew the records' figure
+    unsaid (and, before that, an empty fine-tuning figure for pretraining records)."""
+    fig = drawn(write_run(tmp_path / "run", said, records, **{SUMMARY_FILE: NGRAM}))
+    if drawn_as == "pretraining":
+        assert xy(line_of(fig.axes[0], "training loss"))[0] == [10, 20, 30, 40, 50, 60]
+    else:
+        assert xy(line_of(fig.axes[1], "fine-tuned model")) == ([1, 2, 3], [0.70, 0.76, 0.76])
+    assert capsys.readouterr().err == (f"note: run.json beside the metrics says a {said} run; the records are a "
+                                       f"{drawn_as} run's, drawn as such\n")
+
+
+def with_changed(records: list[dict], where: dict, **values) -> list[dict]:
+    """`records`, those that hold every key and value of `where` given `values` too."""
+    return [r | values if where.items() <= r.items() else r for r in records]
+
+
+LOSSES_NOTE = "note: 1 of the {n} logged losses are below 0, NaN, infinite, not a number or beyond 1e100; they are " \
+              "left out of the plot"
+NO_RECORD_NOTE = "note: 1 of the 9 lines of {path} are no record (a JSON object with an integer step: a line a crash " \
+                 "cut short, or one written by hand); they are left out of the plot"
+# case: (records, summary.json, the one line on stderr, (axis, line's label, the (x, y) it draws))
+ODD_VALUES = {
+    "negative-train-loss": (
+        with_changed(pretraining_records(), {"step": 20}, train_loss=-0.6), None, LOSSES_NOTE,
+        (0, "training loss", ([10, 30, 40, 50, 60], [7.5, 6.5, 6.0, 5.5, 5.0]))),
+    "negative-valid-loss": (
+        with_changed(finetuning_records(), {"epoch": 2}, valid_loss=-0.6), {}, LOSSES_NOTE,
+        (0, "validation", ([1, 3], [0.58, 0.54]))),
+    "epoch-twice": (
+        finetuning_records() + [finetuning_records()[1] | {"valid_acc": 0.9}], {},
+        "note: epoch 2 of {path} is logged more than once; the last record of each epoch is drawn",
+        (1, "fine-tuned model", ([1, 2, 3], [0.70, 0.9, 0.76]))),
+    "best-epoch-true": (
+        finetuning_records(), {"best_epoch": True},
+        "note: summary.json's best_epoch (True) is no epoch of the records; the best one by finetune.py's rule is "
+        "starred", (1, "best epoch", ([2], [0.76]))),
+    "bool-step": (
+        pretraining_records() + [{"step": True, "train_loss": 1.0}], None, NO_RECORD_NOTE,
+        (0, "training loss", ([10, 20, 30, 40, 50, 60], [7.5, 7.0, 6.5, 6.0, 5.5, 5.0]))),
+    "fractional-step": (
+        pretraining_records() + [{"step": 2.5, "train_loss": 1.0}], None, NO_RECORD_NOTE,
+        (0, "training loss", ([10, 20, 30, 40, 50, 60], [7.5, 7.0, 6.5, 6.0, 5.5, 5.0]))),
+}
+
+
+@pytest.mark.parametrize("case", list(ODD_VALUES))
+def test_values_no_run_logs_are_left_out_or_chosen_among_with_a_note(tmp_path, drawn, capsys, case):
+    """Values a run never logs, each drawn around with one note. A loss below 0 (a cross-entropy
+    never is), training or validation: left out, counted in the losses' note (the old code drew it,
+    unsaid). An epoch logged twice (files joined or edited by hand: finetune.py appends one record
+    an epoch): the last record drawn, the epoch named (the old code drew both, the curve doubling
+    back to epoch 2, unsaid). summary.json's best_epoch true: no epoch (True == 1 in Python), so
+    the note of a best_epoch the records lack, and the best by finetune.py's rule starred (the old
+    code starred epoch 1). A step true or 2.5: no record, counted in that note (as the old code did)."""
+    records, summary, note, (axis, label, points) = ODD_VALUES[case]
+    files = {SUMMARY_FILE: NGRAM} if summary is None else {"summary.json": summary}
+    path = write_run(tmp_path / "run", None, records, **files)
+    line = line_of(drawn(path).axes[axis], label)
+    assert xy(line) == (points[0], pytest.approx(points[1]))
+    losses = sum(k in r for r in records for k in ("train_loss", "valid_loss"))
+    assert capsys.readouterr().err == note.format(n=losses, path=path) + "\n"
+
+
+def test_a_file_whose_every_loss_is_below_0_is_refused_in_one_line(tmp_path, drawn):
+    """Every loss negative: nothing to draw, refused naming why (the old code drew them)."""
+    path = write_run(tmp_path / "run", None, [{"step": 1, "train_loss": -0.6}, {"step": 2, "valid_loss": -0.5}])
+    with pytest.raises(SystemExit, match=r"none of its 2 logged losses can be drawn \(each is below 0, NaN"):
+        drawn(path)

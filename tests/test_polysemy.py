@@ -5,6 +5,7 @@ import re
 import shutil
 
 import pytest
+import torch
 import torch.nn.functional as F
 
 import polysemy
@@ -131,6 +132,24 @@ def test_a_damaged_checkpoint_is_one_line(stand_in, run_folder, tmp_path):
     (damaged / "model.safetensors").write_bytes(b"12345678")
     with refusal("cannot load --checkpoint .*not a readable safetensors file"):
         polysemy.main(["--minilm", str(stand_in), "--checkpoint", str(damaged), "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize("flag,trained", [("--zh-checkpoint", "en"), ("--zh-checkpoint", "en-large"),
+                                          ("--checkpoint", "zh")])
+def test_a_checkpoint_pretrained_on_the_other_language_is_refused(stand_in, run_folder, tmp_path, capsys, flag,
+                                                                  trained):
+    """A run's checkpoint whose training_state.pt says it was pretrained on an English corpus, given
+    as --zh-checkpoint (or a Chinese one as --checkpoint): the old code compared its vectors of
+    [UNK] pieces and labelled the rows minibert-zh. One line naming the corpus, before any table.
+    A run on a text of one's own (the tests' runs) has no language to check and is used."""
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(run_folder / "checkpoints" / "step-000002", ckpt)
+    state = torch.load(ckpt / "training_state.pt", weights_only=True)
+    state["corpus_name"] = trained
+    torch.save(state, ckpt / "training_state.pt")
+    with refusal(rf"^error: {flag} \S+ckpt was pretrained on the corpus '{trained}' \(its training_state.pt\), not on "):
+        polysemy.main(["--minilm", str(stand_in), flag, str(ckpt), "--out", str(tmp_path / "out")])
+    assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("case", ["out-is-a-file", "out-under-a-file", "minilm-missing", "zh-damaged"])

@@ -18,6 +18,7 @@ from data.prepare import CACHE
 from minibert import BertConfig, BertForMaskedLM, BertModel, CheckpointError, MaskingVocab, mask_batch
 from minibert.masking import VALID_MASK_SEED, fixed_masking
 from minibert.run.baselines import MAX_ITER
+from minibert.run.folders import checkpoints
 from minibert.run.probes import (PROBE_MAX_ITER, SOURCES, AgreementItem, NGramCounts, agreement_input,
                                  agreement_margins, agreement_partners, bigram_probs, by_pair, continuation_ids,
                                  count_ngrams, find_agreement_items, linear_probe, mean_pool,
@@ -375,18 +376,31 @@ def test_the_command_hands_the_runs_own_flags_to_the_probes(tmp_path, tiny_run, 
     assert asked == [(str(ckpt), "en", 40, 3, 64, 0.2), (str(ckpt), "en", 40, 0, 128, 0.3)]
 
 
-@pytest.mark.parametrize("case", ["a-second-checkpoint-mistyped", "summary-of-a-run-moved-in-as-newest",
+@pytest.mark.parametrize("case", ["a-second-checkpoint-mistyped", "a-second-checkpoint-not-finite",
+                                  "a-second-checkpoint-overflows", "summary-of-a-run-moved-in-as-newest",
                                   "fill-mask-on-a-run-moved-in-as-newest"])
 def test_every_checkpoint_is_checked_before_the_first_is_probed(tmp_path, tiny_run, capsys, case):
-    """Two --checkpoint, the second mistyped: one line before anything is probed (the old code
-    probed the first, printing its work, then stopped). A run moved by hand into the run's
+    """Two --checkpoint, the second mistyped, holding a NaN, or with LayerNorm weights of 1e38
+    (finite, but its numbers overflow float32): one line, naming it, before anything is probed (the
+    old code probed the first, printing its work, then stopped). A run moved by hand into the run's
     checkpoints/ as its newest step: --summary and fill_mask.py say so (the old code: "not a
     checkpoint or run folder" and "holds no config.json", for a folder that is a run)."""
     import fill_mask
-    if case == "a-second-checkpoint-mistyped":
-        with refusal(r"^error: --checkpoint \S+typo: no checkpoint there \(no config.json\)"):
-            command.main(["--checkpoint", str(tiny_run), "--checkpoint", str(tmp_path / "typo"), "--budgets", "40",
-                          "--out", str(tmp_path / "out")])
+    if case.startswith("a-second-checkpoint"):
+        second, pattern = tmp_path / "typo", r"^error: --checkpoint \S+typo: no checkpoint there \(no config.json\)"
+        if not case.endswith("mistyped"):
+            from safetensors.torch import load_file, save_file
+            second = tmp_path / "second"
+            shutil.copytree(checkpoints(str(tiny_run))[-1], second, ignore=shutil.ignore_patterns("training_state.pt"))
+            weights = load_file(second / "model.safetensors")
+            for name, tensor in weights.items():
+                if "LayerNorm.weight" in name:
+                    tensor.fill_(float("nan") if case.endswith("not-finite") else 1e38)
+            save_file(weights, str(second / "model.safetensors"), metadata={"format": "pt"})
+            pattern = (rf"^error: {re.escape(str(second))}(: the model computes numbers that are not finite| holds "
+                       r"weights that are not finite)")
+        with refusal(pattern):
+            command.main(["--checkpoint", str(tiny_run), str(second), "--budgets", "40", "--out", str(tmp_path / "out")])
         assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()
         return
     run = tmp_path / "run"

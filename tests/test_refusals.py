@@ -778,7 +778,8 @@ def bin_state(best, state):
     (lambda b: bin_state(b, {1: torch.zeros(2)}), r"pytorch_model.bin: 1 is not a name of a dense tensor"),
     (lambda b: bin_state(b, {"a": torch.zeros(2, 2).to_sparse()}), r"'a' is not a name of a dense tensor"),
     (unexpected_tensor, r"does not fit BertForSequenceClassification; nothing was loaded.; unexpected"),
-    (lambda b: edit_config(b, id2label={"0": "a", "1": "b", "2": "c"}), r"shape mismatch \(2\):; classifier"),
+    (lambda b: edit_config(b, id2label={"0": "a", "1": "b", "2": "c"}, label2id={"a": 0, "b": 1, "c": 2}),
+     r"shape mismatch \(2\):; classifier"),
 ], ids=["config-deep", "config-hugeint", "header-deep", "index-deep", "index-hugeint",
         "header-beyond-the-file", "bin-int-keys", "bin-sparse", "strict-load-unexpected", "strict-load-mismatch"])
 def test_a_damaged_checkpoint_is_one_line_at_predict(base, tmp_path, capsys, damage, pattern):
@@ -826,15 +827,15 @@ def test_fine_tuning_refuses_in_one_line_and_changes_nothing(base, setup, tmp_pa
 @pytest.mark.parametrize("damage", ["run.json", "summary.json", "metrics.jsonl", "metrics.jsonl-step"])
 def test_a_run_file_nested_too_deeply_is_damaged_not_a_traceback(base, corpus, tmp_path, capsys, damage):
     """run.json nested too deeply: the folder is not a run (one line). summary.json of a
-    finished run: recomputed. A metrics.jsonl line nested too deeply, or a record whose step is
-    not an integer: dropped on --resume, as a cut line is."""
+    finished run: written anew by a resume that trains on. A metrics.jsonl line nested too
+    deeply, or a record whose step is not an integer: dropped on --resume, as a cut line is."""
     out = copy(base, "pre", tmp_path)
     if damage.startswith("metrics.jsonl"):
         with open(out / "metrics.jsonl", "a") as f:
             f.write("[" * 100000 + "\n" if damage == "metrics.jsonl" else '{"step": "x"}\n{"step": null}\n')
     else:
         deep(out / damage)
-    command = mlm(out, corpus, base, "--resume", "--max-steps", "2")
+    command = mlm(out, corpus, base, "--resume", "--max-steps", "3")
     if damage == "run.json":
         before = snapshot(tmp_path)
         one_line_refusal(capsys, command, "its run.json does not say which run wrote the folder")
@@ -929,3 +930,144 @@ def test_a_refusal_after_the_model_loads_is_still_the_only_line_on_stderr(case, 
     said = {"max-length": "--max-length 100000 exceeds", "lora": "--lora-modules nothing_matches: no Linear module"}
     assert r.stdout == "" and said.get(case, "labels ['maybe'] are not in the training") in r.stderr, r.stdout
     assert not (tmp_path / "out").exists()
+
+
+# ---- E. a resume says what it finds, and trusts no checkpoint it cannot vouch for ------------
+
+
+def run_json_in_place(out, what, victim):
+    """Put `what` where the run's run.json stands: a link to the user's file `victim`, a folder
+    or a named pipe."""
+    (out / "run.json").unlink()
+    if what == "symlink":
+        (out / "run.json").symlink_to(victim)
+    elif what == "folder":
+        (out / "run.json").mkdir()
+    else:
+        os.mkfifo(out / "run.json")
+
+
+@pytest.mark.parametrize("what,said", [
+    ("symlink", r"is a symbolic link to \S+victim.txt \(a run never writes through one\)"),
+    ("folder", "is a folder, not a file"),
+    ("pipe", "is a named pipe, not a file"),
+], ids=["symlink", "folder", "named-pipe"])
+def test_a_run_json_that_is_no_file_is_named_as_what_it_is(base, corpus, tmp_path, capsys, what, said):
+    """A run's run.json that is a symbolic link (to a user's file), a folder or a named pipe:
+    --resume names what stands there and says to remove it. The old code called run.json one that
+    "does not say which run wrote the folder" and said to put {"kind": ...} back, which writes
+    through the link into the user's file. Nothing changes."""
+    out = copy(base, "pre", tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    run_json_in_place(out, what, victim)
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, mlm(out, corpus, base, "--resume", "--max-steps", "3"),
+                     rf"^error: --out \S+: its run.json {said}: remove it, then put "
+                     r'\{"kind": "pretraining"\} there if the folder is such a run, or choose another --out$')
+    assert snapshot(tmp_path) == before
+
+
+def flip_a_weight_bit(ckpt):
+    """Flip the lowest bit of the last float32 in model.safetensors: the weights still load, finite."""
+    raw = bytearray((ckpt / "model.safetensors").read_bytes())
+    raw[-4] ^= 1
+    (ckpt / "model.safetensors").write_bytes(bytes(raw))
+
+
+def moment_as_float16(s):
+    s["optimizer"]["state"][0]["exp_avg"] = s["optimizer"]["state"][0]["exp_avg"].half()
+
+
+@pytest.mark.parametrize("damage,note", [
+    (lambda c: edit_training_state(c, lambda s: s.update(step=1)),
+     r"is damaged \(ValueError: its training state says step 1, not the step 2 its folder is named for\)"),
+    (lambda c: edit_training_state(c, lambda s: s["optimizer"]["state"].pop(0)),
+     r"is damaged \(ValueError: AdamW's state of parameter 0 lacks step, exp_avg, exp_avg_sq\)"),
+    (lambda c: edit_training_state(c, moment_as_float16),
+     r"is damaged \(ValueError: AdamW's exp_avg of parameter 0 is \(\d+, \d+\) torch.float16, not the "
+     r"parameter's \(\d+, \d+\) torch.float32\)"),
+    (flip_a_weight_bit,
+     r"is damaged: its weights are not those it saved \(the sha256 of model.safetensors is not the one its "
+     r"training_state.pt recorded\)"),
+], ids=["step-edited", "moments-missing", "moment-float16", "weights-byte-flipped"])
+def test_a_checkpoint_that_is_not_what_was_saved_is_skipped_for_its_real_cause(base, corpus, tmp_path, capsys,
+                                                                               damage, note):
+    """The newest checkpoint (step 2) with its training state's step edited to 1, one parameter's
+    AdamW state deleted, a moment saved as float16, or one bit of its weights flipped (still
+    finite): it is skipped with a note naming that cause, and the run resumes from step 1 and
+    ends bit for bit as the run first did. The old code blamed AdamW's rate for the step ("not
+    what train_mlm.py sets at step 1"), and resumed from the others silently: AdamW started the
+    parameter afresh, rounded the moment, or trained on the flipped weights."""
+    out = copy(base, "pre", tmp_path)
+    newest = out / "checkpoints" / "step-000002"
+    damage(newest)
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
+    captured = capsys.readouterr()
+    assert re.search(rf"note: {re.escape(str(newest))} {note}; skipped, resuming from an earlier checkpoint",
+                     captured.err), captured.err
+    assert "resumed at step 1" in captured.out
+    weights = "checkpoints/step-000002/model.safetensors"
+    assert (out / weights).read_bytes() == (base / "pre" / weights).read_bytes()
+
+
+@pytest.mark.parametrize("gone,resumes", [("checkpoints/step-*", False), ("checkpoints", True)],
+                         ids=["every-checkpoint-deleted", "killed-before-its-first-checkpoint"])
+def test_a_resume_with_no_checkpoint_left_is_refused_but_one_before_the_first_starts_over(
+        base, corpus, tmp_path, capsys, gone, resumes):
+    """--resume of a run whose step-* folders were all deleted (checkpoints/latest says it saved
+    some): refused in one line, and nothing changes (the old code started again from step 0,
+    exit 0, no note, replacing metrics.jsonl). A run with no checkpoints/ at all (killed before
+    its first checkpoint) still starts over."""
+    out = copy(base, "pre", tmp_path)
+    for path in out.glob(gone):
+        shutil.rmtree(path)
+    command = mlm(out, corpus, base, "--resume", "--max-steps", "2")
+    if resumes:
+        command()
+        assert [r["step"] for r in metric_records(str(out / "metrics.jsonl"))][0] == 1
+        return
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, command, rf"^error: --resume finds no checkpoint left in {re.escape(str(out))}/"
+                                      r"checkpoints; --overwrite starts the run again$")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("summary", ["copied", "deleted"])
+def test_a_resume_already_at_max_steps_says_there_is_nothing_to_train_and_changes_nothing(
+        base, corpus, tmp_path, capsys, summary):
+    """--resume of a finished run (copied from another folder; its summary.json there, or
+    deleted) with the same --max-steps: one line saying there is nothing to train, naming the
+    copy's own newest checkpoint; exit 0, and not a byte of the run changes (no lock, no
+    summary). The old code printed the old summary again ("trained 2 steps in 0.0 min" when no
+    step was trained, the checkpoint of the folder it was copied from), or evaluated and wrote a
+    new one."""
+    out = copy(base, "pre", tmp_path)
+    if summary == "deleted":
+        (out / "summary.json").unlink()
+    before = snapshot(tmp_path)
+    mlm(out, corpus, base, "--resume", "--max-steps", "2")()
+    captured = capsys.readouterr()
+    assert captured.out == (f"nothing to train: {out} is at step 2 of --max-steps 2 (its newest checkpoint: "
+                            f"{out / 'checkpoints' / 'step-000002'}); give a higher --max-steps to train on\n")
+    assert captured.err == ""
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--corpus", "en"], "'en' names one of the cache's own folders"),
+    (["--corpus", "zh"], "'zh' names one of the cache's own folders"),
+    ([], None),
+], ids=["en-given", "zh-given", "no-name"])
+def test_prepare_refuses_any_cache_name_given_for_text_files(corpus, tmp_path, capsys, argv, said):
+    """data/prepare.py --text FILE with --corpus en given: refused as --corpus zh is (the old
+    code took the given en for the default and prepared the text under the name `text`); with no
+    --corpus, the text is prepared as `text`."""
+    from data import prepare as prep
+    command = lambda: prep.main([*argv, "--text", str(corpus), "--root", str(tmp_path / "root")])
+    if said is None:
+        command()
+        assert (tmp_path / "root" / "text" / "manifest.json").is_file()
+        return
+    one_line_refusal(capsys, command, rf"^error: {said}")
+    assert not (tmp_path / "root").exists()

@@ -18,6 +18,7 @@ import errno
 import os
 import signal
 import sys
+import threading
 import warnings
 
 from ..files import read_bytes
@@ -97,6 +98,25 @@ def run_script(main, on_interrupt: str) -> None:
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """Hold Ctrl-C (SIGINT) until the block is done, then deliver it: a block that puts a file in
+    place and then records that it did (a checkpoint saved, then named as the last one) is never
+    cut between the two, so what the interrupted line names is what is on disk. Outside the main
+    thread, where no handler can be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    before = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if held:
+        signal.raise_signal(signal.SIGINT)
 
 
 def interrupted(what: str, say: bool = True):

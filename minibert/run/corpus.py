@@ -16,7 +16,7 @@ import os
 import torch
 from tokenizers import Tokenizer
 
-from ..files import parse_json, read_bytes, waiting_lock, write_file
+from ..files import parse_json, read_bytes, sha256_of, waiting_lock, write_file
 from ..text import Blocks, lines_of, pack_blocks, plain_tokenizer, sentences, tokenize_lines, train_wordpiece
 
 
@@ -26,11 +26,6 @@ def _split_path(folder: str, split: str) -> str:
 
 def _split_lines(folder: str, split: str) -> list[str]:
     return lines_of(read_bytes(_split_path(folder, split)).decode("utf-8"))
-
-
-def _sha256(path: str) -> str:
-    """The sha256 of a file's bytes, read a megabyte at a time."""
-    return hashlib.sha256(read_bytes(path)).hexdigest()
 
 
 def corpus_lines(folder: str, split: str) -> list[str]:
@@ -64,7 +59,7 @@ def corpus_tokenizer(folder: str, vocab_size: int) -> Tokenizer:
     second waits and reads the first's."""
     path = os.path.join(folder, f"tokenizer-{vocab_size}.json")
     with waiting_lock(os.path.join(folder, f"tokenizer-{vocab_size}.lock")):
-        key = {"vocab_size": vocab_size, "train_sha256": _sha256(_split_path(folder, "train"))}
+        key = {"vocab_size": vocab_size, "train_sha256": sha256_of(_split_path(folder, "train"))}
         cached = _cached_tokenizer(path, key)
         if cached is not None:
             return cached
@@ -91,7 +86,7 @@ def corpus_blocks(folder: str, tokenizer: Tokenizer, split: str, seq_len: int) -
     key: the tokenizer's sha256 and the split text's; a cache file that does not read back whole,
     or of another key, is made again), then packed."""
     tokenizer_sha = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()
-    key = f"{tokenizer_sha} {_sha256(_split_path(folder, split))}"
+    key = f"{tokenizer_sha} {sha256_of(_split_path(folder, split))}"
     path = os.path.join(folder, "tokens", f"{split}-{tokenizer_sha[:12]}.pt")
     cached = _cached_tokens(path, tokenizer.get_vocab_size(), key)
     if cached is None:

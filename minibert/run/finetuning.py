@@ -73,13 +73,14 @@ class Epoch:
 
 
 def fine_tune(model: torch.nn.Module, logits_of, labels: torch.Tensor, recipe: Recipe, on_epoch_end=None,
-              batches_of=None, progress: bool = False) -> Epoch:
+              batches_of=None, progress: bool = False, on_not_finite=None) -> Epoch:
     """Train `model`'s parameters that require a gradient with `recipe`: logits_of(rows) gives
     the (B, K) logits of the training examples `rows` (a (B,) index tensor), labels (S,) are their
     label ids. Each epoch runs in training mode; after it on_epoch_end(Epoch) runs (it may
     evaluate), and True stops training. batches_of(epoch) replaces the seeded batches
     (epoch_batches), e.g. with length-bucketed ones. A non-finite loss stops the script with one
-    line. Returns the last epoch's report."""
+    line: on_not_finite(rows, step), when given, may first stop it with a cause other than the
+    learning rate (the starting weights overflowing on those rows). Returns the last epoch's report."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     n, total = len(labels), recipe.steps(len(labels))
     optimizer, scheduler = finetuning_optimizer(trainable, recipe.lr, total, recipe.weight_decay, recipe.fused)
@@ -95,6 +96,8 @@ def fine_tune(model: torch.nn.Module, logits_of, labels: torch.Tensor, recipe: R
             if not torch.isfinite(loss) and step == 0:  # before any update: the weights, not the rate
                 die(f"the loss is {loss.item()} at the first step, before any update: the model {NOT_FINITE}")
             if not torch.isfinite(loss):
+                if on_not_finite is not None:
+                    on_not_finite(rows, step + 1)
                 die(f"the loss became {loss.item()} at step {step + 1}; try a lower learning rate than {recipe.lr:g}")
             update(loss, trainable, optimizer, scheduler)
             step += 1

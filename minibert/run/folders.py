@@ -12,8 +12,8 @@ import shutil
 
 import torch
 
-from ..files import (fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes, remove_left_temporaries, try_lock,
-                     unlock, write_file)
+from ..files import (fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes, remove_left_temporaries,
+                     sha256_of, try_lock, unlock, write_file)
 from . import die, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
@@ -73,6 +73,9 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if found in KINDS and not overwrite and links_in(out):
         die(f"{flag} {out} holds a symbolic link ({links_in(out)[0]}); a run never writes through one: "
             f"remove it, or choose another {flag}")
+    if found == "other files" and run_file_problem(out):
+        die(f"{flag} {out}: its {RUN_FILE} {run_file_problem(out)}: remove it, then put "
+            f'{{"kind": "{kind}"}} there if the folder is such a run, or choose another {flag}')
     if found == "other files" and os.path.lexists(os.path.join(out, RUN_FILE)):  # a run's record, damaged?
         die(f"{flag} {out}: its {RUN_FILE} does not say which run wrote the folder (it should hold "
             f'{{"kind": "{kind}"}}, or another of {", ".join(KINDS)}); put that back if the folder is such a run, '
@@ -122,6 +125,18 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if not os.access(parent, os.W_OK | os.X_OK):
         die(f"cannot write to {flag} {out}: {parent} is not writable; choose another {flag}")
     return found
+
+
+def run_file_problem(out: str) -> str | None:
+    """What stands at `out`'s run.json instead of a plain file, in words ("is a symbolic link to X",
+    "is a folder, not a file", "is a named pipe, not a file" ...), or None: advice to put the run's
+    record back there would otherwise write through the link, or fail on what stands there."""
+    path = os.path.join(out, RUN_FILE)
+    if os.path.islink(path):
+        return f"is a symbolic link to {os.readlink(path)} (a run never writes through one)"
+    if os.path.lexists(path) and not os.path.isfile(path):
+        return f"is {not_a_file(path)}"
+    return None
 
 
 def not_the_runs(out: str, kind: str) -> list[str]:
@@ -246,7 +261,12 @@ def checkpoints(out: str) -> list[str]:
     root = os.path.join(out, "checkpoints")
     names = [d for d in os.listdir(root) if is_checkpoint_name(d) and os.path.isdir(os.path.join(root, d))
              and not os.path.islink(os.path.join(root, d))] if os.path.isdir(root) else []
-    return [os.path.join(root, d) for d in sorted(names, key=lambda d: int(STEP.fullmatch(d).group(1)))]
+    return [os.path.join(root, d) for d in sorted(names, key=step_of)]
+
+
+def step_of(checkpoint: str) -> int:
+    """The step a checkpoint folder's name (`step-NNNNNN`) says it holds."""
+    return int(STEP.fullmatch(os.path.basename(checkpoint)).group(1))
 
 
 def is_checkpoint_name(name: str) -> bool:
@@ -282,6 +302,9 @@ def resolve_checkpoint(path: str) -> str:
 # what a checkpoint folder holds: save_checkpoint's files, and the other weight files a checkpoint is read from
 CHECKPOINT_FILES = re.compile(r"(config|tokenizer)\.json|training_state\.pt|"
                               r"(model|pytorch_model)(-\d+-of-\d+)?\.(safetensors|bin)(\.index\.json)?")
+
+
+WEIGHTS_SHA256 = "weights_sha256"  # the training state's record of its checkpoint's model.safetensors
 
 
 class HeldByHand(Exception):
@@ -326,8 +349,9 @@ def placed_by_hand_after(out: str, step: int) -> list[str]:
 def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
     """Write `OUT/checkpoints/step-NNNNNN` into a temporary folder and rename it into place; the
     step is stored in model.safetensors' header too, so weights and training state are known
-    to belong together. The file `latest` names it for people; only the newest `keep` are
-    kept (an old one holding anything else, placed_by_hand, is left). A failure (a full disk) is
+    to belong together, and the weights' sha256 in the training state (WEIGHTS_SHA256), so weights
+    damaged since (a flipped byte that still loads) are known too. The file `latest` names it for
+    people; only the newest `keep` are kept (an old one holding anything else, placed_by_hand, is left). A failure (a full disk) is
     an OSError, leaving no temporary folder; a folder of this step (one written before and written
     again after a resume from an earlier step) that holds anything else is a HeldByHand."""
     root = os.path.join(out, "checkpoints")
@@ -341,7 +365,7 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
         fresh_folder(tmp)
         model.save_pretrained(tmp, tokenizer=tokenizer, metadata={"step": str(step)})
         buffer = io.BytesIO()
-        torch.save(state, buffer)
+        torch.save({**state, WEIGHTS_SHA256: sha256_of(os.path.join(tmp, "model.safetensors"))}, buffer)
         write_file(os.path.join(tmp, "training_state.pt"), buffer.getvalue())
         if os.path.islink(final):
             os.remove(final)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 
 import torch
 
-from ..files import parse_json, read_bytes, read_problem
+from ..files import parse_json, read_bytes, read_problem, repeated_key
 from ..text import lines_of, other_break, pad_batch, plain_tokenizer
 
 
@@ -27,9 +28,10 @@ def read_split(path: str) -> list[tuple[str, str]]:
 
     A .tsv may start with a header row: a first line `text<TAB>label` (or `sentence` /
     `sentence1` for `text`, any case) is skipped, not read as an example of the class "label";
-    such a row further down is refused. A .tsv's lines end at \n, \r\n or \r, a .jsonl's at \n.
-    A row without its text or label (a short .csv row, a .jsonl `null` or missing key) is
-    refused, naming file:line, rather than read as the class "None".
+    such a row further down is refused, and so is a .jsonl record of the same two names (JSON Lines
+    has no header). A .tsv's lines end at \n, \r\n or \r, a .jsonl's at \n. A row without its
+    text or label (a short .csv row, a .jsonl `null` or missing key) is refused, naming file:line,
+    rather than read as the class "None"; so is a .jsonl record giving a key twice.
     """
     rows = []
     try:
@@ -49,16 +51,21 @@ def read_split(path: str) -> list[tuple[str, str]]:
                             raise InputError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)})") from None
                         if not isinstance(r, dict):
                             raise InputError(f"{path}:{n}: expected a JSON object with text and label")
-                        rows.append((n, _field(r, "text", path, n), _field(r, "label", path, n)))
+                        twice = repeated_key(line)
+                        if twice is not None:
+                            raise InputError(f"{path}:{n}: the key {twice!r} appears twice in the record; give it once")
+                        text, label = _field(r, "text", path, n), _field(r, "label", path, n)
+                        if _is_header(text, label):
+                            raise InputError(f"{path}:{n}: a header record (text {text!r}, label {label!r}), not an "
+                                             "example: JSON Lines has no header; remove it")
+                        rows.append((n, text, label))
                         continue
                     text, sep, label = line.rpartition("\t")
                     if not sep:
                         raise InputError(f"{path}:{n}: expected text<TAB>label")
-                    if text.count("\t") and other_break(line):  # rows joined by a break that is no line end here
-                        raise InputError(f"{path}:{n}: a line of {line.count(chr(9)) + 1} tab-separated cells holding "
-                                         f"{other_break(line)}, which is not a line end here (lines end at \\n, "
-                                         "\\r\\n or \\r): one text<TAB>label row a line")
-                    if _is_tsv_header(text, label):
+                    if text.count("\t") and other_break(line):
+                        raise _joined_rows(path, n, line.split("\t"), "tab", "text<TAB>label")
+                    if _is_header(text, label):
                         if rows:
                             raise InputError(f"{path}:{n}: a header row ({line!r}) after the first line; remove it "
                                              "(were two files joined with their headers?)")
@@ -80,8 +87,9 @@ def read_split(path: str) -> list[tuple[str, str]]:
 
 def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
     """(line, text, label) of a .csv file whose header row names the columns text and label (any
-    case); the line is where the row starts in the file (a quoted text may span lines). Quotes are
-    read strictly: one never closed, or text after a closing quote, is refused naming the row."""
+    case), each once; the line is where the row starts in the file (a quoted text may span lines).
+    Quotes are read strictly: one never closed, or text after a closing quote, is refused naming the
+    row; so is a row of more cells than the header (a text's unquoted comma: no cell is dropped)."""
     reader, start = csv.reader(f, strict=True), 1
     try:
         header = next(reader, None)
@@ -89,8 +97,13 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
             raise InputError(f"{path} is empty: give a header row text,label and one row per example")
         columns = [_bare(c) for c in header]
         if "text" not in columns or "label" not in columns:
+            if other_break(",".join(header)):
+                raise _joined_rows(path, 1, header, "comma", "text,label")
             raise InputError(f"{path}:1: the header row must name the comma-separated columns text and label, "
                              f"found {header}")
+        twice = next((name for name in ("text", "label") if columns.count(name) > 1), None)
+        if twice is not None:
+            raise InputError(f"{path}:1: the header names {twice} twice ({','.join(header)!r}); name each column once")
         t, y = columns.index("text"), columns.index("label")
         rows, start = [], reader.line_num + 1
         for r in reader:
@@ -98,6 +111,11 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
                 if [_bare(c) for c in r] == columns:
                     raise InputError(f"{path}:{start}: a header row ({','.join(r)!r}) after the first line; "
                                      "remove it (were two files joined with their headers?)")
+                if len(r) > len(header):
+                    if other_break(",".join(r)):
+                        raise _joined_rows(path, start, r, "comma", "text,label")
+                    raise InputError(f"{path}:{start}: {len(r)} cells, the header has {len(header)} (an unquoted "
+                                     "comma?): quote a text that holds a comma")
                 row = {"text": r[t] if t < len(r) else None, "label": r[y] if y < len(r) else None}
                 rows.append((start, _field(row, "text", path, start), _field(row, "label", path, start)))
             start = reader.line_num + 1
@@ -105,6 +123,15 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
         why = "a quote opened in this row is never closed" if "end of data" in str(e) else str(e)
         raise InputError(f"{path}:{start}: not readable as CSV ({why})") from None
     return rows
+
+
+def _joined_rows(path: str, n: int, cells: list[str], sep: str, row: str) -> InputError:
+    """The refusal of a line of `cells` that holds a break which is no line end here (a form feed,
+    U+2028): rows joined by it, as some exporters write them. Said as such, since the cells it
+    splits into would read as one wrong row or a header without its columns."""
+    return InputError(f"{path}:{n}: a line of {len(cells)} {sep}-separated cells holding "
+                      f"{other_break(''.join(cells))}, which is not a line end here (lines end at \\n, \\r\\n or \\r): "
+                      f"one {row} row a line")
 
 
 def _field(row: dict, name: str, path: str, n: int) -> str:
@@ -126,8 +153,8 @@ def _bare(cell: str) -> str:
     return cell.replace("\ufeff", "").strip().lower()
 
 
-def _is_tsv_header(text: str, label: str) -> bool:
-    """True for a header row: text field `text`/`sentence`/`sentence1`, label field `label`."""
+def _is_header(text: str, label: str) -> bool:
+    """True for a header row (or .jsonl record): text `text`/`sentence`/`sentence1`, label `label`."""
     return _bare(text) in ("text", "sentence", "sentence1") and _bare(label) == "label"
 
 
@@ -181,6 +208,32 @@ def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction
         for name, texts_of_split in cuts.items():
             chosen[name] += [i for text in texts_of_split for i in units[text]]
     return {name: [rows[i] for i in sorted(numbers)] for name, numbers in chosen.items()}
+
+
+def check_label_spellings(labels, where: str) -> None:
+    """An InputError if two of `labels` are one class written two ways: the same but for case
+    ('POS', 'pos') or the same finite number ('1', '1.0', '01'). Each way would train a class of its
+    own, most likely from a typo. Checked before any label's rows are counted, so that the typo is
+    named rather than a label too small to hold out."""
+    for same, why in ((str.casefold, "differ only in case"), (_number, "are one number spelled two ways")):
+        ways: dict[object, list[str]] = {}
+        for label in sorted(set(labels)):
+            key = same(label)
+            if key is not None:
+                ways.setdefault(key, []).append(label)
+        twins = next((found for found in ways.values() if len(found) > 1), None)
+        if twins:
+            named = ", ".join(repr(label) for label in twins[:-1]) + f" and {twins[-1]!r}"
+            raise InputError(f"the labels {named} of {where} {why}: write one class one way")
+
+
+def _number(label: str) -> float | None:
+    """`label` as a finite number ('01' and '1.0' are 1.0), or None for a label that is no number."""
+    try:
+        value = float(label)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def check_known_labels(rows, labels, path: str) -> None:

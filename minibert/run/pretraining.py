@@ -28,16 +28,16 @@ import torch.distributed as dist
 
 from ..checkpoint import NotFiniteError, load_tokenizer, read_header
 from ..config import BertConfig
-from ..files import append_line, not_a_file, read_bytes
+from ..files import append_line, not_a_file, read_bytes, sha256_of
 from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, max_predictions
 from ..model import BertForMaskedLM, BertForPreTraining
 from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
-from . import die, first_line, os_problem, write_advice
+from . import die, first_line, interrupts_held, os_problem, write_advice
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
-from .folders import (HeldByHand, check_run_folder, checkpoints, claim_run_folder, placed_by_hand, placed_by_hand_after,
-                      save_checkpoint)
+from .folders import (WEIGHTS_SHA256, HeldByHand, check_run_folder, checkpoints, claim_run_folder, placed_by_hand,
+                      placed_by_hand_after, save_checkpoint, step_of)
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
                        pick_device, use_tf32, weights_are_finite)
 
@@ -114,6 +114,7 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
     check_memory(config, device)
     name, files = corpus_name(args.corpus, corpora)
     root = args.data_root
+    check_data_root(root)
     inputs = (root, *(files or ()))
     if rank == 0:
         check_run_folder(args.out, "pretraining", args.resume, args.overwrite, inputs)
@@ -130,6 +131,14 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
             die(f"the training split has {len(blocks)} blocks of {blocks.input_ids.shape[1]} tokens, fewer than one "
                 f"global batch ({size}); give more text or lower --batch-size")
     return run
+
+
+def check_data_root(root: str) -> None:
+    """A --data-root that is a link to nothing is said so, before the cache is made through it
+    (which would fail naming a folder inside it as missing, and advise deleting that)."""
+    if os.path.islink(root) and not os.path.exists(root):
+        die(f"--data-root {root} is a link to {os.readlink(root)}, which does not exist: make that folder, or "
+            "choose another --data-root")
 
 
 def resumed_tokenizer(args):
@@ -236,7 +245,8 @@ def new_or_resumed_model(run: Run) -> tuple[BertForMaskedLM | BertForPreTraining
     """(model, training state): with --resume, the newest checkpoint in --out that loads whole
     (its state to restore); else, or when --out holds none yet, a new model drawn from --seed.
     Only once every process has passed every check is --out claimed (and, with --overwrite,
-    emptied)."""
+    emptied); a resumed run already at --max-steps is not claimed: nothing of it changes
+    (at_max_steps)."""
     args = run.args
 
     def checked_model():
@@ -255,8 +265,26 @@ def new_or_resumed_model(run: Run) -> tuple[BertForMaskedLM | BertForPreTraining
             run.lock = claim_run_folder(args.out, "pretraining", args.resume, args.overwrite, run.inputs)
 
     model, state = main_first(checked_model, run.rank, run.world)
-    main_first(claim, run.rank, run.world)
+    if not at_max_steps(run, state):
+        main_first(claim, run.rank, run.world)
     return model, state
+
+
+def at_max_steps(run: Run, state: dict | None) -> bool:
+    """Whether a resumed run's checkpoint already stands at --max-steps: there is nothing to train."""
+    return state is not None and state["step"] >= run.args.max_steps
+
+
+def nothing_to_train(run: Run) -> None:
+    """Say (main process) that a resumed run already stands at --max-steps, naming its own newest
+    checkpoint: nothing is trained, nothing of the run is written (its old summary, of another
+    process or of the folder it was copied from, is not said again as this one's)."""
+    if run.main_process:
+        print(f"nothing to train: {run.args.out} is at step {run.args.max_steps} of --max-steps {run.args.max_steps} "
+              f"(its newest checkpoint: {run.checkpoint}); give a higher --max-steps to train on")
+    if run.world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def saved_flag(saved: dict, name: str):
@@ -288,8 +316,8 @@ def resumable_checkpoint(run: Run):
             saved_tokenizer = load_tokenizer(ckpt)
             model = OBJECTIVES[saved_flag(state["args"], "objective")].from_pretrained(
                 ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
-            check_training_state(state, model, run.device)
-            problem = checkpoint_problem(ckpt, state["step"])
+            check_training_state(state, model, run.device, step_of(ckpt))
+            problem = checkpoint_problem(ckpt, state)
         except NotFiniteError as e:
             problem = f"holds weights that are not finite ({', '.join(e.tensors[:3])})"
         except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
@@ -304,15 +332,26 @@ def resumable_checkpoint(run: Run):
         check_resume(run, ckpt, state, model, saved_tokenizer)
         changed = [f"--{k.replace('_', '-')} {v} -> {getattr(args, k)}" for k, v in sorted(state["args"].items())
                    if k not in FIXED_ON_RESUME + NOT_COMPARED and hasattr(args, k) and v != getattr(args, k)]
-        if changed and say:
+        if changed and say and state["step"] < args.max_steps:  # at --max-steps nothing is applied: nothing_to_train
             print(f"resume: {', '.join(changed)} (applied from step {state['step']} on)")
         return ckpt, model, state
     if found:
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
         die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole: {skipped[0]}{more}; "
             "start again with --overwrite")
+    check_checkpoints_left(args.out)
     check_nothing_written_over(args.out, 0)
     return None, None, None
+
+
+def check_checkpoints_left(out: str) -> None:
+    """Stop in one line if the run saved checkpoints and none is left (deleted by hand): starting
+    again from step 0 would replace its metrics.jsonl, unsaid. save_checkpoint writes
+    checkpoints/latest after each checkpoint, so a run killed before its first one has none,
+    and starts over."""
+    root = os.path.join(out, "checkpoints")
+    if os.path.lexists(os.path.join(root, "latest")):
+        die(f"--resume finds no checkpoint left in {root}; --overwrite starts the run again")
 
 
 def check_nothing_written_over(out: str, step: int) -> None:
@@ -351,14 +390,19 @@ def check_resume(run: Run, ckpt: str, state: dict, model, saved_tokenizer) -> No
             f"give at least {step}")
 
 
-def check_training_state(state: dict, model, device) -> None:
+def check_training_state(state: dict, model, device, folder_step: int) -> None:
     """Raise if a checkpoint's training state cannot be restored into `model`: it is loaded into
     a throwaway optimizer, schedule and generators first, so a bad one (a wrong type, a missing
-    key, a generator state of another size, any optimizer or schedule number that is not finite, a
-    negative second moment, settings or step counts no run saves) is skipped like a damaged
-    file, and nothing the run uses is changed."""
+    key, a step other than its folder's `folder_step`, AdamW moments missing or of another shape
+    or dtype, a generator state of another size, any optimizer or schedule number that is not
+    finite, a negative second moment, settings or step counts no run saves) is skipped like a
+    damaged file, and nothing the run uses is changed. The step is checked first: every later
+    check reads it, and would blame what it finds at the wrong step."""
     if type(state["step"]) is not int or state["step"] < 0:
         raise ValueError(f"step {state['step']!r} is not a step number")
+    if state["step"] != folder_step:
+        raise ValueError(f"its training state says step {state['step']}, not the step {folder_step} its folder is "
+                         "named for")
     if not isinstance(state["args"], dict):
         raise ValueError("args is not a record of the flags")
     if "short_steps" in state and (type(state["short_steps"]) is not int or state["short_steps"] < 0):
@@ -366,10 +410,8 @@ def check_training_state(state: dict, model, device) -> None:
     params = list(model.parameters())
     optimizer = adamw(params, 1.0, 0.0, fused=False)
     optimizer.load_state_dict(state["optimizer"])
+    check_moments(state["optimizer"], optimizer)
     for p in params:
-        for value in optimizer.state[p].values():
-            if torch.is_tensor(value) and value.dim() and value.shape != p.shape:
-                raise ValueError(f"an optimizer state of shape {tuple(value.shape)} for a parameter of {tuple(p.shape)}")
         squares = [optimizer.state[p][k] for k in ("exp_avg_sq", "max_exp_avg_sq") if k in optimizer.state[p]]
         if any(bool((v < 0).any()) for v in squares):
             raise ValueError("a negative second moment (AdamW's mean of squared gradients), which no step writes")
@@ -382,6 +424,26 @@ def check_training_state(state: dict, model, device) -> None:
     torch.Generator().set_state(state["torch_rng"])
     if device.type == "cuda" and state["cuda_rng"] is not None:
         torch.Generator(device=device).set_state(state["cuda_rng"])
+
+
+def check_moments(saved: dict, optimizer) -> None:
+    """Raise unless the saved AdamW state (`saved`, as loaded into `optimizer`) holds, for every
+    parameter, its step count and both moments, tensors of the parameter's shape and dtype.
+    load_state_dict itself accepts a parameter without state (AdamW would start it afresh) and
+    casts a moment of another dtype (float16: rounded), so the resumed run would silently not be
+    the run continued."""
+    for saved_group, group in zip(saved["param_groups"], optimizer.param_groups):
+        for index, p in zip(saved_group["params"], group["params"]):
+            moments = saved["state"].get(index, {})
+            missing = [k for k in ("step", "exp_avg", "exp_avg_sq") if k not in moments]
+            if missing:
+                raise ValueError(f"AdamW's state of parameter {index} lacks {', '.join(missing)}")
+            for k in ("exp_avg", "exp_avg_sq"):
+                value = moments[k]
+                if not torch.is_tensor(value) or (value.shape, value.dtype) != (p.shape, p.dtype):
+                    kind = f"{tuple(value.shape)} {value.dtype}" if torch.is_tensor(value) else type(value).__name__
+                    raise ValueError(f"AdamW's {k} of parameter {index} is {kind}, not the parameter's "
+                                     f"{tuple(p.shape)} {p.dtype}")
 
 
 def check_optimizer_settings(optimizer, step: int, scheduler: dict, saved: dict) -> None:
@@ -431,13 +493,19 @@ def all_finite(obj) -> bool:
     return True
 
 
-def checkpoint_problem(ckpt: str, step: int) -> str | None:
+def checkpoint_problem(ckpt: str, state: dict) -> str | None:
     """Why a checkpoint that loaded must still not be resumed from, or None: weights saved at
-    another step than its training state's (files swapped). Weights that are not finite do not
-    load at all (checkpoint.load_state)."""
-    saved = read_header(os.path.join(ckpt, "model.safetensors"))[1].get("step")
+    another step than its training state's (files swapped), or weights whose sha256 is not the
+    one saved beside them (damaged since: a flipped byte that still loads; a checkpoint saved
+    before the digest was recorded has none, and is not checked). Weights that are not finite do
+    not load at all (checkpoint.load_state)."""
+    weights, step = os.path.join(ckpt, "model.safetensors"), state["step"]
+    saved = read_header(weights)[1].get("step")
     if saved is not None and saved != str(step):
         return f"holds the weights of step {saved} beside the training state of step {step}"
+    if WEIGHTS_SHA256 in state and state[WEIGHTS_SHA256] != sha256_of(weights):
+        return ("is damaged: its weights are not those it saved (the sha256 of model.safetensors is not the one its "
+                "training_state.pt recorded)")
     return None
 
 
@@ -597,7 +665,8 @@ def save(run: Run, step: int, model, state: dict) -> None:
             if not weights_are_finite(model):
                 stop(run, f"the weights are no longer finite at step {step}")
             try:
-                run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
+                with interrupts_held():  # a Ctrl-C mid-save waits until the run knows its new checkpoint
+                    run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
             except OSError as e:
                 stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})", write_advice(e, "--resume"))
             except HeldByHand as e:
