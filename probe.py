@@ -44,7 +44,7 @@ from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepar
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.checkpoint import NOT_FINITE, read_config
 from minibert.files import write_file
-from minibert.run import die, run_script, write_advice
+from minibert.run import die, os_problem, run_script, write_advice
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.flags import PROBABILITY, SEED, Parser, add_device, check_ranges
@@ -499,6 +499,8 @@ def main(argv=None):
         return checkpoint_mode(args, prober) if args.checkpoint else run_mode(args, prober)
     except (DataError, InputError, CheckpointError) as e:
         die(str(e))
+    except OSError as e:  # preparing the data: a --data-root that is a file or under one, a full disk, ...
+        die(f"the data cache {os_problem(e, root)}")
 
 
 if __name__ == "__main__":

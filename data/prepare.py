@@ -490,6 +490,9 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
         raise DataError(f"{corpus!r} names one of the cache's own folders (the corpora {', '.join(CORPORA)}, MiniLM, "
                         "the downloads): give your text another --corpus name")
     out_dir = corpus_dir(corpus, root)
+    if os.path.islink(out_dir) and not os.path.exists(out_dir):  # followed on purpose (a cache on another disk)
+        raise DataError(f"{out_dir} is a symbolic link to {os.readlink(out_dir)}, which does not exist: make that "
+                        "folder, or remove the link")
     manifest = read_manifest(out_dir)
     found = prepared_format(manifest, out_dir)
     texts = read_texts(text_files) if text_files else None  # read once: compared, then prepared

@@ -415,3 +415,14 @@ def test_every_checkpoint_is_checked_before_the_first_is_probed(tmp_path, tiny_r
             command.main(["--summary", str(run), "--budgets", "40"])
         else:
             fill_mask.main(["--checkpoint", str(run), "the [MASK] ."])
+
+
+@pytest.mark.parametrize("under", ["a-file", "under-a-file"])
+def test_a_data_root_that_cannot_hold_the_data_is_one_line(tmp_path, tiny_run, under):
+    """--data-root a file, or a folder under one: preparing the probed corpus there stopped in a
+    traceback from data/prepare.py (train_mlm.py says it in one line). Now one line naming it."""
+    (tmp_path / "afile").write_text("x\n")
+    root = tmp_path / "afile" if under == "a-file" else tmp_path / "afile" / "sub"
+    with refusal(r"^error: the data cache \S+afile\S*: .*Not a directory"):
+        command.main(["--summary", str(tiny_run), "--data-root", str(root), "--budgets", "40"])
+

@@ -1071,3 +1071,38 @@ def test_prepare_refuses_any_cache_name_given_for_text_files(corpus, tmp_path, c
         return
     one_line_refusal(capsys, command, rf"^error: {said}")
     assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.parametrize("case", ["named-by-prepare", "dangling-corpus-folder"])
+def test_what_a_data_root_holds_is_named_as_what_it_is(corpus, tmp_path, capsys, case):
+    """A name data/prepare.py --text gave a text, given to train_mlm.py --corpus: "no such file",
+    though prepare.py had just said it prepared it (train_mlm.py reads text files themselves, under
+    a name of their digest). A corpus folder in --data-root that is a link to nothing: "File exists;
+    a file stands where a folder must go". Each now one line saying what stands there."""
+    from data import prepare as prep
+    root = tmp_path / "root"
+    if case == "named-by-prepare":
+        prep.main(["--text", str(corpus), "--corpus", "mine", "--root", str(root)])
+        capsys.readouterr()
+        argv, pattern = ["--corpus", "mine"], (rf"^error: --corpus mine: no such file; {re.escape(str(root / 'mine'))} "
+                                               r"is text data/prepare.py --text prepared, which train_mlm.py does not")
+    else:
+        root.mkdir()
+        (root / "en").symlink_to(tmp_path / "nowhere")
+        argv, pattern = ["--corpus", "en"], rf"^error: {re.escape(str(root / 'en'))} is a symbolic link to \S+nowhere, which"
+    before = snapshot(tmp_path)
+    one_line_refusal(capsys, lambda: train_mlm.main([*argv, "--data-root", str(root), "--out", str(tmp_path / "run"),
+                                                     "--max-steps", "1", "--no-progress"]), pattern)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_lock_that_is_no_file_is_named_before_a_resume_says_anything(base, corpus, tmp_path, capsys):
+    """A run whose .lock is a named pipe, resumed with a flag that changes (--max-steps): the old
+    code printed "resume: --max-steps 2 -> 3 (applied from step 2 on)", then refused the lock.
+    Now the lock is named first, and nothing is printed."""
+    out = copy(base, "pre", tmp_path)
+    os.mkfifo(out / LOCK_FILE)
+    one_line_refusal(capsys, mlm(out, corpus, base, "--resume", "--max-steps", "3"),
+                     rf"^error: --out \S+pre: its {re.escape(LOCK_FILE)} is a named pipe, not a file, where the run keeps")
+    assert capsys.readouterr().out == ""
+

@@ -88,6 +88,10 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if outer is not None:
         die(f"{flag} {out} is inside the {run_kind(outer)} run {outer}; a run never goes inside another (pruning "
             f"or --overwrite of that one would delete it): choose another {flag}")
+    lock = os.path.join(out, LOCK_FILE)
+    if found in KINDS and os.path.lexists(lock) and not os.path.islink(lock) and not os.path.isfile(lock):
+        die(f"{flag} {out}: its {LOCK_FILE} is {not_a_file(lock)}, where the run keeps its lock: remove it, or "
+            f"choose another {flag}")  # said before a resume reads (and says) anything of the run
     holder = lock_holder(out) if found in KINDS else None
     if holder is not None:  # said before anything of the run is read: its files may be half-way through a save
         die(f"{flag} {out} is in use by another process (pid {holder}); wait for it to finish or choose another {flag}")

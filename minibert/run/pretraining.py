@@ -112,7 +112,7 @@ def check_and_load(args, device: torch.device, rank: int, world: int, corpora, p
     use_tf32(device, args.tf32)
     config = model_config(args)  # checks sizes and --seq-len before anything is written
     check_memory(config, device)
-    name, files = corpus_name(args.corpus, corpora)
+    name, files = corpus_name(args.corpus, corpora, args.data_root)
     root = args.data_root
     check_data_root(root)
     inputs = (root, *(files or ()))
@@ -215,12 +215,19 @@ def check_memory(config: BertConfig, device: torch.device) -> None:
             f"more than the {have / 2**30:,.1f} GiB of {device}; choose smaller sizes (--preset, --layers, --hidden)")
 
 
-def corpus_name(corpus: list[str], corpora: tuple[str, ...]) -> tuple[str, list[str] | None]:
-    """(name, files): one of the named `corpora`, or text files named by a digest of their bytes."""
+def corpus_name(corpus: list[str], corpora: tuple[str, ...], root: str) -> tuple[str, list[str] | None]:
+    """(name, files): one of the named `corpora`, or text files named by a digest of their bytes.
+    A name that `data/prepare.py --text` gave a text in `root` is no corpus of train_mlm.py's: said
+    so, with what to give instead."""
     if len(corpus) == 1 and corpus[0] in corpora:
         return corpus[0], None
     for path in corpus:
         if not os.path.isfile(path):
+            prepared = os.path.join(root, path)
+            by_prepare = os.path.isfile(os.path.join(prepared, "manifest.json"))
+            if len(corpus) == 1 and not os.path.lexists(path) and by_prepare:
+                die(f"--corpus {path}: no such file; {prepared} is text data/prepare.py --text prepared, which "
+                    "train_mlm.py does not read by its name: give the text files themselves (--corpus FILE ...)")
             what = "no such file" if not_a_file(path) == "missing" else not_a_file(path)
             die(f"--corpus {path}: {what} (use {', '.join(corpora)}, or text files)")
     digest = hashlib.sha256()
