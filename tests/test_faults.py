@@ -717,8 +717,14 @@ def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path,
             os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(os, "rename", interrupted_rename)
-    with pytest.raises(SystemExit) as e:
-        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "6", "--save-every", "2"))
+    # Ctrl-C as a terminal delivers it: a test run in the background (make test under nohup, CI) inherits
+    # SIGINT ignored, and would then never see the signal
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit) as e:
+            train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "6", "--save-every", "2"))
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert e.value.code == 130
     newest = out / "checkpoints" / "step-000004"
     assert capsys.readouterr().err == f"interrupted: the last checkpoint is {newest}; --resume continues from it\n"
