@@ -355,9 +355,10 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
     step is stored in model.safetensors' header too, so weights and training state are known
     to belong together, and the weights' sha256 in the training state (WEIGHTS_SHA256), so weights
     damaged since (a flipped byte that still loads) are known too. The file `latest` names it for
-    people; only the newest `keep` are kept (an old one holding anything else, placed_by_hand, is left). A failure (a full disk) is
-    an OSError, leaving no temporary folder; a folder of this step (one written before and written
-    again after a resume from an earlier step) that holds anything else is a HeldByHand."""
+    people; only the newest `keep` are kept (an old one holding anything else, placed_by_hand, is
+    left). A failure (a full disk) is an OSError, leaving no temporary folder; a folder of this
+    step (one written before and written again after a resume from an earlier step) that holds
+    anything else is a HeldByHand."""
     root = os.path.join(out, "checkpoints")
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
