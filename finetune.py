@@ -42,7 +42,8 @@ from minibert import BertForSequenceClassification, CheckpointError, load_tokeni
 from minibert.checkpoint import NOT_FINITE, read_config
 from minibert.lora import DEFAULT_TARGETS, lora_targets
 from minibert.model import BertModel, load_model
-from minibert.run import die, first_line, input_lines, run_script, write_advice
+from minibert.run import (die, first_line, input_lines, interrupted, interrupts_held, interrupts_ignored,
+                          run_script, write_advice)
 from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
@@ -53,7 +54,7 @@ from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default
 from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser, add_device,
                                 check_ranges)
 from minibert.run.labelled import (InputError, batch_of, batches, check_known_labels, check_label_spellings, encode,
-                                   read_split, scores, split_files, split_rows, token_ids)
+                                   read_split, scores, seen_in_training, split_files, split_rows, token_ids)
 from minibert.run.training import pick_device, use_tf32
 from minibert.text import one_line
 
@@ -327,6 +328,11 @@ def train(args):
     if os.path.isfile(args.data):  # said once the checkpoint has loaded: a refusal of it is the only line
         print(f"{args.data} split by label (seed 0): {len(data.rows['train']):,} training, "
               f"{len(data.rows['valid']):,} validation, {len(data.rows['test']):,} test rows")
+    for split in ("valid", "test"):  # a folder's own splits may share texts (one file is split by text)
+        seen = seen_in_training(data.rows["train"], data.rows[split])
+        if seen:
+            print(f"note: {seen:,} of the {len(data.rows[split]):,} rows of {data.files[split]} have a text the training "
+                  "split has too, so its scores overstate what the model does on new text", file=sys.stderr)
     method = "lora" if args.lora_rank else "frozen" if args.freeze_encoder else "full"
     targets = lora_modules(args)
     new_pooler = method == "frozen" and args.head == "pooler" and not has_pooler(args.checkpoint)
@@ -350,11 +356,17 @@ def train(args):
     best_epoch = fit(args, model, data, tokenizer, pad_id, plan, device)
     summary = score(args, data, pad_id, device, plan, best_epoch, t0)
     summary_path = os.path.join(args.out, "summary.json")
-    write_summary(summary_path, summary)  # the run's results are safe before the baseline runs
-    summary.update(bag_of_words(data))
-    write_summary(summary_path, summary)
-    lock.close()
-    report(summary)
+    try:  # a Ctrl-C from here on says what is kept: the results are safe before the baseline runs
+        with interrupts_held():
+            write_summary(summary_path, summary)
+        summary.update(bag_of_words(data))
+    except KeyboardInterrupt:
+        interrupted(f"the results are in {summary_path} and the model in {os.path.join(args.out, 'best')}, without "
+                    "the bag-of-words baseline (run again with --overwrite to have it too)")
+    with interrupts_ignored():  # the run is whole once this is written: a Ctrl-C now changes nothing
+        write_summary(summary_path, summary)
+        lock.close()
+        report(summary)
     return summary
 
 

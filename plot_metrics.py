@@ -290,9 +290,9 @@ def main(argv=None):
             "no such file"
         die(f"{args.metrics}: {what}; give the metrics.jsonl of a train_mlm.py or finetune.py run")
     if os.path.realpath(out) == os.path.realpath(args.metrics):
-        die(f"--out {out} is the metrics file itself; give another PNG path")
-    if picture_problem(out):
-        die(f"--out {out}: {picture_problem(out)}")
+        p.error(f"--out {out} is the metrics file itself; give another PNG path")
+    if picture_problem(out):  # a wrong --out is a wrong command line (exit status 2); the default's folder is not
+        (p.error if args.out else die)(f"--out {out}: {picture_problem(out)}")
     try:
         print(plot_metrics(args.metrics, out))
     except (OSError, UnicodeDecodeError) as e:

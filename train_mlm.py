@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import math
 import os
+import sys
 import time
 
 import torch
@@ -180,6 +181,9 @@ def main(argv=None):
     start_log(run)
     if run.main_process:
         print(describe(run, model))
+        if run.config.vocab_size > args.vocab_size:  # said once every check has passed: WordPiece keeps each character
+            print(f"note: the tokenizer has {run.config.vocab_size:,} tokens, more than --vocab-size {args.vocab_size:,}: "
+                  "the 5 special tokens and every character of the text each need one", file=sys.stderr)
         if not args.no_progress:
             from tqdm import tqdm
             run.progress = tqdm(total=args.max_steps, initial=run.start, unit="step", dynamic_ncols=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import bz2
+import contextlib
 import hashlib
 import html
 import io
@@ -39,7 +40,7 @@ import sys
 import tarfile
 import zipfile
 
-from minibert.files import parse_json, read_bytes, read_problem, write_file
+from minibert.files import parse_json, read_bytes, read_problem, remove_left_temporaries, write_file
 from minibert.run import os_problem, run_script
 from minibert.run.flags import Parser
 from minibert.text import other_break
@@ -493,6 +494,8 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     if os.path.islink(out_dir) and not os.path.exists(out_dir):  # followed on purpose (a cache on another disk)
         raise DataError(f"{out_dir} is a symbolic link to {os.readlink(out_dir)}, which does not exist: make that "
                         "folder, or remove the link")
+    for folder in corpus_folders(out_dir):  # what a preparation killed (kill -9) between a write and its rename left
+        remove_left_temporaries(folder)
     manifest = read_manifest(out_dir)
     found = prepared_format(manifest, out_dir)
     texts = read_texts(text_files) if text_files else None  # read once: compared, then prepared
@@ -503,24 +506,45 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     if not force and found == FORMAT and same_text:  # (NAME prepared from other files: prepared again from these)
         return out_dir
     older, listed = found not in (None, FORMAT), manifest_files(manifest)  # an older format's split differs
-    if text_files:
-        prepare_text(out_dir, text_files, texts)
-    elif corpus == "en":
-        prepare_en(out_dir)
-    elif corpus == "en-large":
-        prepare_en_large(out_dir)
-    elif corpus == "zh":
-        prepare_zh(out_dir)
-    elif corpus.startswith("text-"):  # the name train_mlm.py gives a run's own text files: prepared by it, or not here
-        raise DataError(f"the corpus {corpus!r} (text files a run was trained on) is not prepared in {root}, or no "
-                        "longer whole: give the --data-root train_mlm.py prepared it in, or train again on the files")
-    else:
-        raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)}, or text files of your own "
-                        "(data/prepare.py --text FILE, train_mlm.py --corpus FILE)")
+    with no_empty_folders_left(out_dir):
+        if text_files:
+            prepare_text(out_dir, text_files, texts)
+        elif corpus == "en":
+            prepare_en(out_dir)
+        elif corpus == "en-large":
+            prepare_en_large(out_dir)
+        elif corpus == "zh":
+            prepare_zh(out_dir)
+        elif corpus.startswith("text-"):  # the name train_mlm.py gives a run's own text files: prepared by it
+            raise DataError(f"the corpus {corpus!r} (text files a run was trained on) is not prepared in {root}, or no "
+                            "longer whole: give the --data-root train_mlm.py prepared it in, or train again on the "
+                            "files")
+        else:
+            raise DataError(f"unknown corpus {corpus!r}: use {', '.join(CORPORA)}, or text files of your own "
+                            "(data/prepare.py --text FILE, train_mlm.py --corpus FILE)")
     changed = listed is not None and manifest_files(read_manifest(out_dir)) != listed  # other text than before
     if older or changed:  # (a damaged manifest: the caches' own keys say whether they are this text's)
         remove_caches(out_dir)
     return out_dir
+
+
+@contextlib.contextmanager
+def no_empty_folders_left(out_dir: str):
+    """Prepare into `out_dir`: if the block fails or is interrupted (Ctrl-C), the folders it made
+    that are still empty are removed, so no half-made corpus folder is left."""
+    made = [folder for folder in corpus_folders(out_dir) if not os.path.lexists(folder)]
+    try:
+        yield
+    except BaseException:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # not empty (written by another process too): kept
+                os.rmdir(folder)
+        raise
+
+
+def corpus_folders(out_dir: str) -> list[str]:
+    """A prepared corpus's folder and the folders of its splits."""
+    return [out_dir, *(os.path.join(out_dir, part) for part in ("pretrain", "labelled"))]
 
 
 def manifest_files(manifest: dict | None) -> dict | None:

@@ -23,7 +23,8 @@ before anything is built. The documented exceptions to strictness:
   next-sentence head on an MLM checkpoint, in an info line too;
 - the tied aliases `cls.predictions.decoder.weight` / `.bias` that `.bin` files carry are
   accepted when they equal the word embeddings / `cls.predictions.bias` they alias;
-- a model without a pooler (BertForMaskedLM, as in HF) skips a checkpoint's pooler;
+- a model without a pooler (BertForMaskedLM, as in HF) skips a checkpoint's pooler, but a
+  classifier without one (BertForClassification) refuses it: such a classifier was trained on it;
 - `BertModel.from_pretrained` takes the encoder out of any task checkpoint: the head's
   tensors are dropped, and a pooler the checkpoint lacks (MLM checkpoints have none) is
   freshly initialised. Both are expected when starting a classifier from a pretrained
@@ -260,10 +261,19 @@ def _shard_files(index: str) -> list[str]:
     return sorted(set(weight_map.values()))
 
 
+def torch_load(data: bytes):
+    """torch.load(weights_only=True) of a file's bytes, on the CPU: never pickle's full power. Its
+    warnings (a pickle protocol other than torch's own) are silenced: whatever it refuses raises,
+    and each caller says it in one line."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+
+
 def _read_bin(file: str) -> dict[str, torch.Tensor]:
     """torch.load(weights_only=True); whatever it refuses is refused here, in one line."""
     try:
-        state = torch.load(io.BytesIO(read_bytes(file)), map_location="cpu", weights_only=True)
+        state = torch_load(read_bytes(file))
     except Exception:  # a refused object, a cut zip, garbage: torch raises many types, with wrong advice
         raise CheckpointError(f"{file}: cannot be loaded safely with weights_only=True: it holds more than "
                               "tensors (or is damaged); minibert never unpickles arbitrary objects — "
@@ -316,6 +326,11 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
             notes.append(f"dropped the {head} head's tensors {unused}")
             dropped |= set(unused)
     has_nsp = any(k.startswith(_NSP_HEAD) for k in expected)
+    pooled = sorted(k for k in state if ".pooler." in f".{k}")
+    if pooled and not has_pooler and "classifier.weight" in expected:  # a head on [CLS] alone, as HF's has none
+        raise CheckpointError(f"{source} holds a pooler ({pooled[0]}, ...), which {type(model).__name__} does not "
+                              "have: its classifier was trained on the pooled [CLS] vector, so it is a "
+                              "BertForSequenceClassification, whatever its config.json's architectures say")
     skipped = {k for k in state if _SKIPPED.search(k) or (not has_pooler and ".pooler." in f".{k}")} | dropped
     missing = sorted(k for k in expected if k not in state)
     if is_base and missing and all(k.startswith("pooler.") for k in missing):
@@ -437,7 +452,8 @@ class Pretrained:
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None, metadata: dict[str, str] | None = None) -> None:
         """Write config.json, model.safetensors (`metadata` joins its header's) and, given a
-        tokenizers.Tokenizer, tokenizer.json, whose sha256 config.json records. Each file goes
+        tokenizers.Tokenizer, tokenizer.json, whose sha256 config.json records, and beside it
+        tokenizer_config.json (tokenizer_settings), so that transformers reads text as minibert does. Each file goes
         through files.write_file: a full disk is an OSError, and no file is ever half-written."""
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
@@ -448,6 +464,10 @@ class Pretrained:
             text = tokenizer.to_str(pretty=True).encode("utf-8")
             write_file(os.path.join(path, "tokenizer.json"), text)
             digest = hashlib.sha256(text).hexdigest()
+            settings = tokenizer_settings(tokenizer)
+            if settings:
+                write_file(os.path.join(path, "tokenizer_config.json"),
+                           (json.dumps(settings, indent=2, sort_keys=True) + "\n").encode("utf-8"))
         self.config.save(os.path.join(path, "config.json"), [self.hf_architecture], tokenizer_sha256=digest)
 
 
@@ -469,7 +489,60 @@ def load_tokenizer(path: str | os.PathLike):
     _check_tokenizer_belongs(path, file, text, tokenizer)
     _check_vocabulary(file, tokenizer)
     _check_template(file, tokenizer)
+    _check_tokenizer_config(os.path.join(os.fspath(path), "tokenizer_config.json"), file, tokenizer)
     return tokenizer
+
+
+# tokenizer_config.json's settings that transformers' BertTokenizer applies over tokenizer.json's normalizer:
+# key -> (its default there, a text, what it normalises to with the setting on, with it off)
+_NORMALIZER_SETTINGS = {"do_lower_case": (True, "A", "a", "A"), "strip_accents": (None, "\u00e0", "a", "\u00e0"),
+                        "tokenize_chinese_chars": (True, "\u4e2d", " \u4e2d ", "\u4e2d")}
+
+
+def tokenizer_settings(tokenizer) -> dict | None:
+    """tokenizer_config.json for a tokenizer whose normalizer is BERT's: its lower-casing, accent
+    stripping and spacing of Chinese characters, as transformers' BertTokenizer names them. Without
+    it, AutoTokenizer applies its defaults (strip_accents null: accents stripped when lower-casing)
+    over tokenizer.json, and reads an accented word otherwise than minibert does. None for
+    another normalizer (no such file is written)."""
+    normalizer = tokenizer.normalizer
+    if type(normalizer).__name__ != "BertNormalizer":
+        return None
+    return {"tokenizer_class": "BertTokenizer", "do_lower_case": normalizer.lowercase,
+            "strip_accents": normalizer.strip_accents, "tokenize_chinese_chars": normalizer.handle_chinese_chars}
+
+
+def _check_tokenizer_config(config_file: str, file: str, tokenizer) -> None:
+    """A tokenizer_config.json beside tokenizer.json (a folder transformers saved): transformers'
+    BertTokenizer then normalises as its do_lower_case, strip_accents and tokenize_chinese_chars
+    say (each missing one at its default: true, null, true; strip_accents null strips accents when
+    lower-casing, as BERT did), whatever tokenizer.json's normalizer does; minibert reads
+    tokenizer.json alone. Where the two would read a text differently, a CheckpointError naming
+    both. A config file that is not a JSON object is left unread, as minibert reads no key of it."""
+    if not os.path.isfile(config_file):
+        return
+    try:
+        settings = parse_json(read_bytes(config_file))
+    except (OSError, ValueError):
+        return
+    if not isinstance(settings, dict) or tokenizer.normalizer is None:
+        return
+    wanted = {key: settings.get(key, default) for key, (default, *_) in _NORMALIZER_SETTINGS.items()}
+    follows = wanted["strip_accents"] is None
+    if follows:
+        wanted["strip_accents"] = wanted["do_lower_case"]
+    for key, value in wanted.items():
+        _, text, on, off = _NORMALIZER_SETTINGS[key]
+        does = tokenizer.normalizer.normalize_str(text)
+        if does != (on if value else off):
+            given = json.dumps(settings[key]) if key in settings else f"no value (transformers' default: " \
+                f"{json.dumps(_NORMALIZER_SETTINGS[key][0])})"
+            if key == "strip_accents" and follows:
+                given += f", so {str(value).lower()} as do_lower_case"
+            raise CheckpointError(f"{config_file} gives {key} {given}, but {file} does "
+                                  f"{'not ' if value else ''}{key.replace('_', ' ').replace('do ', '')} "
+                                  f"({text!r} reads as {does!r}); transformers follows the first, minibert the "
+                                  "second: remove the one that is wrong")
 
 
 def _check_template(file: str, tokenizer) -> None:
@@ -477,8 +550,9 @@ def _check_template(file: str, tokenizer) -> None:
     command reads its input that way; and it reads a [MASK] the user types as that one token.
     A CheckpointError otherwise (no post-processor, or one of another kind than BERT's two, whose
     Sequence the tokenizers library cannot always run (a panic); another template, with any
-    token more or less than `[CLS] A [SEP]`; [MASK] not a special token). (A pair's template is
-    checked where a pair is encoded: attention.py.)"""
+    token more or less than `[CLS] A [SEP]`, or a segment id other than 0 on any of them, since
+    every command feeds segment 0; [MASK] not a special token). (A pair's template is checked
+    where a pair is encoded: attention.py.)"""
     kind = type(tokenizer.post_processor).__name__
     if kind not in ("TemplateProcessing", "BertProcessing"):
         found = "missing" if tokenizer.post_processor is None else kind
@@ -486,10 +560,13 @@ def _check_template(file: str, tokenizer) -> None:
                               "not BERT's TemplateProcessing (or BertProcessing) framing a text as [CLS] text [SEP]")
     cls, sep, mask = (tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
     plain = plain_tokenizer(tokenizer)
-    ids, bare = plain.encode("a").ids, plain.encode("a", add_special_tokens=False).ids
-    if cls is None or sep is None or ids != [cls, *bare, sep]:
+    framed, bare = plain.encode("a"), plain.encode("a", add_special_tokens=False).ids
+    if cls is None or sep is None or framed.ids != [cls, *bare, sep]:
         raise CheckpointError(f"{file} does not frame a text as BERT's input, [CLS] text [SEP] (its post_processor), "
                               "so the model would read other input than it was trained on")
+    if any(framed.type_ids):
+        raise CheckpointError(f"{file} gives a single text the segment ids {framed.type_ids} (its post_processor's "
+                              "template); BERT reads one text as segment 0, which is what minibert feeds")
     if mask is not None and plain.encode("[MASK]", add_special_tokens=False).ids != [mask]:
         raise CheckpointError(f"{file} does not read [MASK] in a text as its one token (id {mask}): [MASK] is not "
                               "among its special tokens (added_tokens), so a masked text would be split into pieces")

@@ -94,7 +94,7 @@ def _label_table(id2label) -> dict[int, str]:
 
 def _check_label_counts(d: dict) -> None:
     """HF's num_labels beside id2label must be its length (a ValueError otherwise); without
-    id2label it is a count of classes no head here reads (a ValueError only when it is not one).
+    id2label it must be a count of classes (from_dict then names them LABEL_0, LABEL_1, ..., as HF does).
     id2label names the classes (a save writes label2id from it); label2id must be its inverse, or
     HF's default table (LABEL_0: 0, ...) left behind when id2label was renamed."""
     count, table = d.get("num_labels"), d.get("id2label")
@@ -232,6 +232,13 @@ class BertConfig:
             raise ValueError(f"the config sets pruned_heads = {str(d['pruned_heads'])[:60]} (attention heads removed "
                              "from their layers), which minibert does not implement")
         _check_label_counts(d)
+        stored = next((d[k] for k in ("dtype", "torch_dtype") if d.get(k) not in (None, "float32")), None)
+        if stored is not None:  # how the weights were stored; transformers 5 also computes in it by default
+            warnings.warn(f"BertConfig: config.json's dtype is {str(stored)[:20]!r}; minibert computes in float32 "
+                          f"(transformers 5 computes in the config's dtype unless given dtype=torch.float32, so its "
+                          "numbers differ from these by that dtype's rounding)", stacklevel=2)
+        if d.get("id2label") is None and "num_labels" in d:  # HF's classes without names: LABEL_0, LABEL_1, ...
+            d = {**d, "id2label": {i: f"LABEL_{i}" for i in range(d["num_labels"])}}
         names = {f.name for f in dataclasses.fields(cls)} - set(RUNTIME_SWITCHES)
         unknown = sorted(k for k in d if k not in names and k not in _HF_BOOKKEEPING_KEYS and k not in _HF_MATH_KEYS
                          and k not in RUNTIME_SWITCHES and k not in (TOKENIZER_DIGEST, "num_labels", "pruned_heads"))

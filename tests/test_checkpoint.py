@@ -72,6 +72,23 @@ def test_tokenizer_is_saved_beside_the_weights(tmp_path):
         load_tokenizer(tmp_path)
 
 
+def test_transformers_reads_text_with_a_saved_tokenizer_as_minibert_does(tmp_path):
+    """A checkpoint's folder read by transformers' AutoTokenizer (config.json says bert, so its
+    BertTokenizer) gives the ids minibert's tokenizer gives, for capitals, accents and Chinese
+    characters: save_pretrained writes tokenizer_config.json with the tokenizer's own settings.
+    (Without it transformers applied its defaults over tokenizer.json: strip_accents null strips
+    the accents minibert's WordPiece keeps, so 'café' was read as 'cafe' there.)"""
+    import transformers
+    from minibert.text import train_wordpiece
+    lines = ["The caf\u00e9 was na\u00efve and the th\u00e9 was hot .", "\u4e2d\u6587 text here ."] * 50
+    tok = train_wordpiece(lines, 200)
+    BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(tmp_path, tokenizer=tok)
+    text = "The CAF\u00c9 was na\u00efve , th\u00e9 \u4e2d\u6587"
+    ours = load_tokenizer(tmp_path).encode(text)
+    assert "caf\u00e9" in ours.tokens  # accents kept: the case the defaults changed
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path)(text)["input_ids"] == ours.ids
+
+
 def _edit(path, fn):
     f = path / "model.safetensors"
     state = load_file(f)

@@ -1,6 +1,7 @@
 """BertConfig: HF's field names and defaults, config.json round trip, presets, validation."""
 
 import json
+import re
 import warnings
 
 import pytest
@@ -189,6 +190,39 @@ def test_each_bookkeeping_key_changes_nothing_in_transformers_either(key, tmp_pa
     with torch.no_grad():
         assert torch.equal(keyed(input_ids=ids).logits, plain)
         assert_close(ours(ids).logits, plain, atol=TINY_REORDER, what=f"minibert with {key}")
+
+
+@pytest.mark.parametrize("key", ["dtype", "torch_dtype"])
+def test_a_config_dtype_other_than_float32_is_said_and_computed_in_float32(key, tmp_path):
+    """config.json's dtype (torch_dtype before transformers 5) records how the weights were
+    stored, and transformers 5 also computes in it by default: "bfloat16" over float32 weights
+    gives bfloat16 logits there. minibert computes in float32, as transformers does when given
+    dtype=torch.float32 (agreeing within conftest's TINY_REORDER, as for any key it reads), and
+    says so in one warning (the old code read the key silently). "float32" is said nothing of."""
+    import torch
+    import transformers
+    from minibert import BertForMaskedLM
+    from conftest import TINY_REORDER, assert_close, perturb_
+    torch.manual_seed(0)
+    hf = perturb_(transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20,
+        max_position_embeddings=16))).eval()
+    hf.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("dtype", None), config.pop("torch_dtype", None)
+    ids = torch.tensor([[2, 5, 9, 11, 3]])
+    for stored, said in (("float32", None), ("bfloat16", r"config.json's dtype is 'bfloat16'; minibert computes in "
+                                                         r"float32 \(transformers 5 computes in the config's dtype")):
+        (tmp_path / "config.json").write_text(json.dumps({**config, key: stored}))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ours = BertForMaskedLM.from_pretrained(tmp_path).eval()
+        messages = [str(w.message) for w in caught]
+        assert (len(messages) == 1 and re.search(said, messages[0])) if said else messages == [], messages
+        reference = transformers.BertForMaskedLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+        with torch.no_grad():
+            assert_close(ours(ids).logits, reference(input_ids=ids).logits, atol=TINY_REORDER, what=f"{key} {stored}")
+    assert transformers.BertForMaskedLM.from_pretrained(tmp_path).dtype == torch.bfloat16  # why it is said
 
 
 @pytest.mark.parametrize("change,message", [

@@ -213,6 +213,32 @@ def test_own_text_files_and_clear_errors(tmp_path):
         prep.prepare("bad", [str(bad)], root=str(tmp_path / "cache"))
 
 
+@pytest.mark.parametrize("stop", ["ctrl-c", "kill-9"])
+def test_a_preparation_cut_short_leaves_no_folder_or_file_behind(tmp_path, monkeypatch, stop):
+    """A Ctrl-C as the first split is written: the corpus folders it had made are removed (the
+    old code left `mine/` and `mine/pretrain/`, empty). A kill -9 between a write and its rename
+    left `train.txt.tmpPID`, written in part (here planted, of a process that is gone): the next
+    preparation removes it (the old code kept it in the cache for ever)."""
+    text, root = tmp_path / "mine.txt", tmp_path / "cache"
+    text.write_text("".join(f"document {i} has some words\n" for i in range(300)))
+    if stop == "ctrl-c":
+        def interrupted(path, lines):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(prep, "_write_lines", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            prep.prepare("mine", [str(text)], root=str(root))
+        assert os.listdir(root) == []
+        return
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = root / "mine" / "pretrain" / f"train.txt.tmp{int(dead.stdout)}"
+    left.parent.mkdir(parents=True)
+    left.write_text("document 0 has so")
+    prep.prepare("mine", [str(text)], root=str(root))
+    assert not left.exists() and (root / "mine" / "pretrain" / "train.txt").is_file()
+
+
 def test_a_name_prepared_from_other_files_is_prepared_again_from_the_files_given(tmp_path, capsys):
     """`data/prepare.py --corpus mine --text a.txt`, then `--corpus mine --text b.txt` (another
     text), then b.txt edited: each time the corpus is b's text as it is now (the old code kept

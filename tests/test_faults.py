@@ -11,6 +11,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -699,6 +701,28 @@ def test_a_folder_as_a_file_and_a_dangling_link_as_out_are_named(corpus, tmp_pat
             train_mlm.main(pretrain_args(tmp_path / "out", corpus, tmp_path / "cache", "--max-steps", "2"))
 
 
+def test_a_vocabulary_smaller_than_the_texts_characters_is_said(tmp_path, corpus, capsys):
+    """--vocab-size 10: WordPiece keeps the 5 special tokens and every character of the text, so
+    the tokenizer has more tokens than asked (the old code trained it and said nothing; the header
+    line showed the real size). A note says why; the run trains with the real size."""
+    train_mlm.main(pretrain_args(tmp_path / "run", corpus, tmp_path / "cache", "--vocab-size", "10", "--max-steps", "1"))
+    captured = capsys.readouterr()
+    size = int(re.search(r"vocab (\d+)", captured.out).group(1))
+    assert size > 10 and captured.err == (f"note: the tokenizer has {size:,} tokens, more than --vocab-size 10: the 5 "
+                                          "special tokens and every character of the text each need one\n")
+
+
+@contextlib.contextmanager
+def ctrl_c_as_a_terminal_gives_it():
+    """SIGINT raising KeyboardInterrupt, as in a terminal: a test run in the background (make test
+    under nohup, CI) inherits SIGINT ignored, and would then never see the signal."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path, corpus, capsys, monkeypatch, when):
     """Ctrl-C (a real SIGINT) lands while step 4's checkpoint is saved, just before or just after
@@ -717,18 +741,80 @@ def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path,
             os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(os, "rename", interrupted_rename)
-    # Ctrl-C as a terminal delivers it: a test run in the background (make test under nohup, CI) inherits
-    # SIGINT ignored, and would then never see the signal
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(SystemExit) as e:
-            train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "6", "--save-every", "2"))
-    finally:
-        signal.signal(signal.SIGINT, before)
+    with ctrl_c_as_a_terminal_gives_it(), pytest.raises(SystemExit) as e:
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "6", "--save-every", "2"))
     assert e.value.code == 130
     newest = out / "checkpoints" / "step-000004"
     assert capsys.readouterr().err == f"interrupted: the last checkpoint is {newest}; --resume continues from it\n"
     assert checkpoints(str(out))[-1] == str(newest)
+
+
+@pytest.mark.parametrize("when", ["during-the-baseline", "once-the-run-is-whole"])
+def test_ctrl_c_at_the_end_of_a_fine_tuning_says_what_is_kept(setup, tmp_path, capsys, monkeypatch, when):
+    """A real SIGINT while the bag-of-words baseline runs: summary.json and best/ are on disk, and
+    the line says so (the old line said "run again with --overwrite to fine-tune afresh", which
+    would delete them). One that lands as the last summary is written (the run is whole) changes
+    nothing: exit status 0, every result written (the old code reported the run as cut short)."""
+    out = tmp_path / "run"
+    original = {"during-the-baseline": finetune.bag_of_words, "once-the-run-is-whole": finetune.report}[when]
+
+    def interrupted(*args):
+        os.kill(os.getpid(), signal.SIGINT)
+        return original(*args)
+
+    monkeypatch.setattr(finetune, original.__name__, interrupted)
+    with ctrl_c_as_a_terminal_gives_it():
+        try:
+            if when == "during-the-baseline":
+                with pytest.raises(SystemExit) as e:
+                    finetune_run(setup, out, "--epochs", "1")
+                assert e.value.code == 130
+            else:
+                finetune_run(setup, out, "--epochs", "1")
+        except KeyboardInterrupt:  # (the old code) run_script would say its one line for the whole script
+            pytest.fail("the Ctrl-C left finetune.main: its line could not say what the run keeps")
+    summary = json.loads((out / "summary.json").read_text())
+    assert (out / "best" / "model.safetensors").is_file() and "test_acc" in summary
+    err = capsys.readouterr().err
+    if when == "during-the-baseline":
+        assert err == (f"interrupted: the results are in {out / 'summary.json'} and the model in {out / 'best'}, "
+                       "without the bag-of-words baseline (run again with --overwrite to have it too)\n")
+        assert not any(k.startswith("bow") for k in summary)
+    else:
+        assert err == "" and any(k.startswith("bow") for k in summary)
+
+
+def test_ctrl_c_in_a_finaliser_stops_the_script_too(tmp_path):
+    """A Ctrl-C that lands while Python runs a finaliser (a progress bar's __del__, as the garbage
+    collector drops it at an epoch's end) cannot be raised there: Python printed it as an ignored
+    exception (a traceback) and the script went on to exit status 0. run_script raises it again
+    at the script's next call: one line, exit status 130, nothing after it."""
+    r = script_of(tmp_path, "class Bar:\n    def __del__(self):\n        raise KeyboardInterrupt  # as a SIGINT lands here\n"
+                            "def step():\n    pass\n"
+                            "def main():\n    Bar()\n    step()\n    print('went on')\n")
+    assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted: cut short\n", ""), r.stderr
+
+
+def test_ctrl_c_pressed_again_as_the_script_stops_is_ignored(tmp_path):
+    """Ctrl-C pressed several times: the first stops the script, and the others, landing while it
+    runs its finally blocks and while Python shuts down (its atexit callbacks), are ignored. The
+    old code let the second cut the clean-up short, and one in an atexit callback printed a
+    traceback after the interrupted line (exit status -2, killed by the signal, in a real run)."""
+    r = script_of(tmp_path, "import atexit, os, signal, time\n"
+                            "def press():\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(0.05)\n"
+                            "def main():\n    atexit.register(press)\n    try:\n        press()\n"
+                            "        time.sleep(5)\n    finally:\n        press()\n        print('stopped in order')\n")
+    assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted: cut short\n", "stopped in order\n"), r.stderr
+
+
+def script_of(tmp_path, body: str):
+    """Run `body` (which defines main) through run_script in a process of its own, started as a
+    terminal starts one (SIGINT at its default, not ignored as in a background job)."""
+    script = tmp_path / "script.py"
+    script.write_text("from minibert.run import run_script\n" + body + "run_script(main, 'cut short')\n")
+    return subprocess.run([sys.executable, str(script)], cwd=conftest.REPO, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": conftest.REPO},
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def test_a_resume_goes_on_with_its_own_tokenizer_when_the_cache_trains_another(pretrained, tmp_path, corpus,

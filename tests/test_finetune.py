@@ -412,24 +412,50 @@ def test_predict_on_a_pretraining_run_folder_says_what_it_is(tmp_path, corpus):
         finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")])
 
 
-@pytest.mark.parametrize("case", ["a-fraction-with-a-folder", "labels-that-differ-in-case", "predict-an-invisible-line"])
+def test_a_folders_test_split_sharing_training_texts_is_said(setup, tmp_path, capsys):
+    """A --data folder whose test.tsv repeats 10 training rows: the run goes on (such sets exist),
+    and a note says that its test scores overstate (the old code said nothing, and bag-of-words
+    scored 1.0 on the copied rows); validation shares none, and nothing is said of it."""
+    data = tmp_path / "data"
+    shutil.copytree(setup / "data", data)
+    copied = (data / "train.tsv").read_text().splitlines()[:10]
+    (data / "test.tsv").write_text("\n".join(copied) + "\n" + (data / "test.tsv").read_text())
+    run(setup, tmp_path / "out", "--data", str(data), "--epochs", "1")
+    notes = capsys.readouterr().err.splitlines()
+    assert notes == [f"note: 10 of the 110 rows of {data / 'test.tsv'} have a text the training split has too, so its "
+                     "scores overstate what the model does on new text"], notes
+
+
+# case -> (the split whose first row is relabelled, its new label, the refusal)
+RELABELLED = {"labels-that-differ-in-case": ("train.tsv", "POS", r"^error: the labels 'POS' and 'pos' of --data \S+ "
+                                                                 r"differ only in case"),
+              "a-test-label-decomposed": ("test.tsv", "pos\u200d", r"^error: the labels 'pos' and 'pos\\u200d' of --data "
+                                                                    r"\S+ differ only in how their characters are encoded")}
+
+
+@pytest.mark.parametrize("case", ["a-fraction-with-a-folder", "labels-that-differ-in-case",
+                                  "a-test-label-decomposed", "predict-an-invisible-line"])
 def test_the_labelled_data_is_read_as_given_or_refused(setup, tmp_path, capsys, case):
     """--valid-fraction with a --data folder (which has its own splits): refused (the old code
     ignored it unsaid). A training row labelled 'POS' beside 'pos' everywhere else: refused as
     labels that differ only in case (the old code trained a third class that validation and test
-    never score). A line of zero-width spaces given to predict: refused, as training refuses such
-    a text (the old code printed a label for a text the model never sees)."""
+    never score). A test row labelled 'pos' with a zero-width joiner after it: refused as a label
+    written two ways (the old code said that the test label 'pos' is not in the training split's
+    set, which holds 'pos': it named no cause). A line of zero-width spaces given to predict:
+    refused, as training refuses such a text (the old code printed a label for a text the model
+    never sees)."""
     if case == "a-fraction-with-a-folder":
         with refusal(r"^error: --valid-fraction splits one --data file; --data \S+ is a set with its own train, "
                      r"valid and test splits"):
             run(setup, tmp_path / "out", "--valid-fraction", "0.2")
-    elif case == "labels-that-differ-in-case":
+    elif case in RELABELLED:
+        split, label, said = RELABELLED[case]
         data = tmp_path / "data"
         shutil.copytree(setup / "data", data)
-        train = (data / "train.tsv").read_text().splitlines()
-        train[0] = train[0].rsplit("\t", 1)[0] + "\tPOS"
-        (data / "train.tsv").write_text("\n".join(train) + "\n")
-        with refusal(r"^error: the labels 'POS' and 'pos' of --data \S+ differ only in case"):
+        rows = (data / split).read_text().splitlines()
+        rows[0] = rows[0].rsplit("\t", 1)[0] + "\t" + label
+        (data / split).write_text("\n".join(rows) + "\n")
+        with refusal(said):
             run(setup, tmp_path / "out", "--data", str(data))
     else:
         summary = run(setup, tmp_path / "p", "--epochs", "1")

@@ -5,6 +5,7 @@ a non-zero exit with nothing outside the run changed. The runs are test_refusals
 import errno
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ from minibert.run.folders import LOCK_FILE, save_checkpoint
 from minibert.text import train_wordpiece
 
 from conftest import refusal, tiny_config
+from test_checkpoint import _RunsACommand
 from test_faults import pretrain_args
 from test_finetune import run as finetune_run
 from test_plots import line_of, xy
@@ -209,7 +211,8 @@ def test_a_tokenizer_with_an_id_past_the_vocabulary_is_refused_at_load(base, tmp
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention"])
 @pytest.mark.parametrize("case", ["unk-not-in-vocab", "two-tokens-one-id", "no-post-processor", "mask-not-special",
                                   "pad-and-mask-swapped", "pair-in-segment-0", "a-second-cls", "a-mask-inserted",
-                                  "unk-is-mask", "a-sequence-post-processor", "unk-a-word-piece", "prefix-unused"])
+                                  "unk-is-mask", "a-sequence-post-processor", "unk-a-word-piece", "prefix-unused",
+                                  "single-in-segment-1"])
 def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setup, tmp_path, command, case):
     """A transformers-style checkpoint (no digest of its tokenizer in config.json) whose
     tokenizer.json has as many tokens as the model's vocabulary, every id inside it, but whose
@@ -224,7 +227,9 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
     (every word it cannot split became a mask), or whose post-processor is a Sequence (the
     tokenizers library panics on some: a Rust backtrace), or whose unknown-word token is a word
     piece (`##s`: an unknown word was read as a piece), or whose continuing_subword_prefix no
-    token of the vocabulary has (`@@`: every word split into pieces became [UNK]): one line at load,
+    token of the vocabulary has (`@@`: every word split into pieces became [UNK]), or whose template
+    puts a single text in segment 1 (minibert fed segment 0, silently unlike transformers given the
+    encoding): one line at load,
     naming the file; nothing is written. One that puts a pair's second text in segment 0 is
     refused where a pair is encoded (attention.py); fill-mask and fine-tuning, which encode one
     text at a time, run. A tokenizer.json alone (no config.json to give the size) with an id
@@ -258,6 +263,9 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
         tok["model"]["unk_token"] = min(t for t in tok["model"]["vocab"] if t.startswith("##"))
     elif case == "prefix-unused":
         tok["model"]["continuing_subword_prefix"] = "@@"
+    elif case == "single-in-segment-1":
+        for piece in tok["post_processor"]["single"]:
+            next(iter(piece.values()))["type_id"] = 1
     elif case == "a-sequence-post-processor":
         tok["post_processor"] = {"type": "Sequence", "processors": [tok["post_processor"]] * 2}
     else:  # one more special token in the template of a single text
@@ -278,6 +286,8 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
                "pad-and-mask-swapped": r"tokenizer\.json gives \[PAD\] the id 4, its model's pad_token_id is 0",
                "pair-in-segment-0": r"does not frame a pair as BERT's input",
                "unk-a-word-piece": r"tokenizer\.json: its unknown-word token '##\w+' is a word piece \(it starts with",
+               "single-in-segment-1": r"tokenizer\.json gives a single text the segment ids \[1, 1, 1\] \(its "
+                                      r"post_processor's template\); BERT reads one text as segment 0",
                "prefix-unused": r"tokenizer\.json: no token of its vocabulary starts with its continuing_subword_prefix "
                                 r"'@@', so every word it must split into pieces would be read as \[UNK\]"}[case]
     if case == "pair-in-segment-0" and command != "attention":  # only attention.py encodes a pair: the others run
@@ -295,6 +305,41 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
     (alone / "tokenizer.json").write_text(json.dumps(tok))
     with pytest.raises(CheckpointError, match="has no token with the id"):
         load_tokenizer(alone)
+
+
+AGREES = {"do_lower_case": True, "strip_accents": False, "tokenize_chinese_chars": True}  # the fixture's normalizer
+
+
+@pytest.mark.parametrize("change,said", [
+    ({"do_lower_case": False}, "do_lower_case false, but \\S+ does lower case"),
+    ({"strip_accents": None}, "strip_accents null, so true as do_lower_case, but \\S+ does not strip accents"),
+    ({"strip_accents": "absent"}, r"strip_accents no value \(transformers' default: null\), so true as do_lower_case, "
+                                  r"but \S+ does not strip accents"),
+    ({"tokenize_chinese_chars": False}, "tokenize_chinese_chars false, but \\S+ does tokenize chinese chars"),
+    ({}, None)], ids=["no-lower-case", "strip-accents-null", "strip-accents-absent", "no-chinese-spacing", "agrees"])
+def test_a_tokenizer_config_that_contradicts_tokenizer_json_is_refused(base, tmp_path, change, said):
+    """A tokenizer_config.json (as transformers saves beside tokenizer.json) whose lower-casing,
+    accent stripping (null, or left out, strips accents when lower-casing, as BERT did) or spacing
+    of Chinese characters is not what tokenizer.json's normalizer does (the fixture's lower-cases,
+    keeps accents, spaces Chinese characters): transformers' BertTokenizer follows the config file,
+    and reads a text into other ids than tokenizer.json does (shown here), which minibert reads
+    (the old code answered silently, for other ids than transformers'). Refused in one line naming
+    both files. One that agrees changes nothing."""
+    import transformers
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    settings = {k: v for k, v in {**AGREES, **change}.items() if v != "absent"}
+    (ckpt / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer", **settings}))
+    text = "The MOVIE th\u00e9 \u4e2d\u6587"
+    theirs = transformers.AutoTokenizer.from_pretrained(ckpt)(text)["input_ids"]
+    ours = Tokenizer.from_file(str(ckpt / "tokenizer.json")).encode(text).ids
+    code, out, err = script("fill_mask.py", "--checkpoint", str(ckpt), "the [MASK] .")
+    if said is None:
+        assert theirs == ours and (code, err) == (0, ""), err
+        return
+    assert theirs != ours
+    assert code == 1 and err.count("\n") == 1 and re.search(
+        rf"tokenizer_config\.json gives {said} \('.+' reads as '.+'\); transformers follows the first, minibert the "
+        "second", err), err
 
 
 def test_a_tokenizer_set_to_truncate_or_pad_does_not_change_a_word_vector(setup):
@@ -792,6 +837,68 @@ def test_a_head_minibert_does_not_have_is_refused_by_its_name(base, tmp_path, po
     with refusal(r"^error: cannot load --model \S+best: \S+best holds a BertForTokenClassification \(its "
                  r"config.json's architectures\), whose head minibert does not have; it loads BertModel, "):
         finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "in.txt")])
+
+
+@pytest.mark.parametrize("command", ["fill-mask", "predict"])
+def test_a_bin_pickled_bare_is_one_line_through_the_command(base, tmp_path, command):
+    """fill_mask.py and predict, each in a process of its own, on a folder whose weights are a
+    pytorch_model.bin pickled bare with protocol 4, whose loading would run a command: one line,
+    and the command never runs (fill-mask printed torch's warning of the protocol first, a second
+    line on standard error: a warning is only seen outside pytest, which records warnings)."""
+    folder = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002" if command == "fill-mask" else \
+        copy(base, "cls", tmp_path) / "best"
+    (folder / "model.safetensors").unlink()
+    marker = tmp_path / "MARKER"
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_RunsACommand(f"touch {marker}"), protocol=4))
+    (tmp_path / "in.txt").write_text("a good film\n")
+    argv = ["fill_mask.py", "--checkpoint", str(folder), "a [MASK] film"] if command == "fill-mask" else \
+        ["finetune.py", "predict", "--model", str(folder), "--file", str(tmp_path / "in.txt")]
+    code, out, err = script(*argv)
+    assert (code, err.count("\n"), out) == (1, 1, "") and "cannot be loaded safely with weights_only=True" in err, err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("case", ["num-labels-without-names", "pooler-behind-the-cls-head-name"])
+def test_a_classifier_folder_is_read_as_transformers_reads_it_or_refused(base, tmp_path, case, capsys):
+    """A 3-class BertForSequenceClassification (pooler, then the classifier) whose config.json gives
+    num_labels 3 but no id2label: transformers names the classes LABEL_0 to LABEL_2, and predict
+    prints its label and probability (the old code built 2 classes and blamed the weights' shapes).
+    The same folder with architectures naming minibert's [CLS] head, which has no pooler: refused
+    in one line (the old code dropped the pooler unsaid and printed another label than
+    transformers gives for the folder)."""
+    import transformers
+    from dataclasses import replace
+    from minibert.config import BertConfig
+    from minibert.model import BertForSequenceClassification
+    best = copy(base, "cls", tmp_path) / "best"
+    tokenizer = load_tokenizer(best)
+    torch.manual_seed(0)
+    config = replace(BertConfig.load(best), id2label={0: "a", 1: "b", 2: "c"})
+    BertForSequenceClassification(config, 3).save_pretrained(best, tokenizer=tokenizer)
+    saved = json.loads((best / "config.json").read_text())
+    if case == "num-labels-without-names":
+        del saved["id2label"], saved["label2id"]
+        saved["num_labels"] = 3
+    else:
+        saved["architectures"] = ["BertForClassification"]
+    (best / "config.json").write_text(json.dumps(saved))
+    text = "a good film"
+    (tmp_path / "in.txt").write_text(text + "\n")
+    argv = ["predict", "--model", str(best), "--file", str(tmp_path / "in.txt")]
+    if case == "pooler-behind-the-cls-head-name":
+        with refusal(r"^error: cannot load --model \S+best: \S+best holds a pooler \(bert\.pooler\.dense\.\w+, "
+                     r"\.\.\.\), which BertForClassification does not have: its classifier was trained on the "
+                     r"pooled \[CLS\] vector"):
+            finetune.main(argv)
+        return
+    finetune.main(argv)
+    label, probability, echoed = capsys.readouterr().out.splitlines()[-1].split("\t")
+    hf = transformers.BertForSequenceClassification.from_pretrained(best).eval()
+    with torch.no_grad():
+        p = hf(input_ids=torch.tensor([tokenizer.encode(text).ids])).logits.softmax(-1)[0]
+    k = int(p.argmax())
+    assert (label, echoed) == (hf.config.id2label[k], text) and label == f"LABEL_{k}"
+    assert abs(float(probability) - float(p[k])) <= 1e-4 / 2 + 1e-6  # printed to 4 places; float32 noise ~1e-7
 
 
 @pytest.mark.parametrize("case", ["pair-swapped", "invisible-text", "overflow-after-attention",

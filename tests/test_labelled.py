@@ -105,18 +105,24 @@ def test_split_rows_is_stratified_seeded_and_the_same_on_every_machine():
     assert split_rows(rows, 0.2, 0.2, "f.csv", seed=1) != split
 
 
-def test_split_rows_keeps_each_label_share_and_no_text_in_two_splits():
-    """300 rows, 3 labels of 100 with every text written twice (50 distinct texts a label):
-    round(50 x 0.1) = 5 texts a label to validation and 5 to test, each with both its rows; so
-    validation and test hold 30 rows each, 10 of every label, training 240; every row lands
-    exactly once, and no text sits in two splits."""
-    rows = [(f"{label} text {i % 50}", label) for label in ("x", "y", "z") for i in range(100)]
+@pytest.mark.parametrize("copy", [lambda t: t, lambda t: t + " ", lambda t: t.upper(), lambda t: t.replace(" ", "  "),
+                                  lambda t: t + "\u200b"],
+                         ids=["the-same", "a-trailing-space", "capitalised", "spaced-twice", "a-zero-width-space"])
+def test_split_rows_keeps_each_label_share_and_no_text_in_two_splits(copy):
+    """300 rows, 3 labels of 100 with every text written twice (50 distinct texts a label), the
+    second time as written or with a trailing space, capitalised, spaced twice or with a zero-width
+    space (what an uncased BERT reads alike: the old code took each of those for another text,
+    and put copies of test sentences in training): round(50 x 0.1) = 5 texts a label to
+    validation and 5 to test, each with both its rows; so validation and test hold 30 rows each,
+    10 of every label, training 240; every row lands exactly once, and no text sits in two splits."""
+    rows = [(f"{label} text {i % 50}" if i < 50 else copy(f"{label} text {i % 50}"), label)
+            for label in ("x", "y", "z") for i in range(100)]
     split = split_rows(rows, 0.1, 0.1, "f.csv")
     for name, size in (("train", 240), ("valid", 30), ("test", 30)):
         assert len(split[name]) == size
         assert all(sum(y == label for _, y in split[name]) == size // 3 for label in "xyz"), name
     assert sorted(split["train"] + split["valid"] + split["test"]) == sorted(rows)
-    texts = {name: {t for t, _ in split[name]} for name in split}
+    texts = {name: {" ".join(t.lower().replace("\u200b", "").split()) for t, _ in split[name]} for name in split}
     assert not (texts["train"] & texts["valid"] or texts["train"] & texts["test"] or texts["valid"] & texts["test"])
 
 
@@ -213,6 +219,12 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
      r"^error: the labels '1' and '1\.0' of --data \S+ are one number spelled two ways"),
     ("mine.tsv", labelled_tsv(("1", 20), ("0", 20), ("01", 1)), [],
      r"^error: the labels '01' and '1' of --data \S+ are one number spelled two ways"),
+    ("mine.tsv", labelled_tsv(("caf\u00e9", 20), ("tea", 20), ("cafe\u0301", 3)), [],
+     r"^error: the labels 'cafe\\u0301' and 'caf\\xe9' of --data \S+ differ only in how their characters are encoded"),
+    ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("food\u200b", 3)), [],
+     r"^error: the labels 'food' and 'food\\u200b' of --data \S+ differ only in how their characters are encoded"),
+    ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("\uff46\uff4f\uff4f\uff44", 3)), [],
+     r"^error: the labels 'food' and '\\uff46\\uff4f\\uff4f\\uff44' of --data \S+ differ only in how"),
     ("mine.jsonl", '{"text": "text", "label": "label"}\n' + "".join(
         json.dumps({"text": f"film {i}", "label": "pos" if i % 2 else "neg"}) + "\n" for i in range(40)), [],
      r"^error: \S+mine\.jsonl:1: a header record"),
@@ -222,16 +234,18 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
     ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)), ["--valid-fraction", "0.9"],
      r"^error: --valid-fraction \+ --test-fraction must be below 1.*0\.9 \+ 0\.1"),
 ], ids=["a few case variants beside a big label", "True beside true", "1.0 beside 1", "01 beside 1",
-        "jsonl header record", "a fraction with no such file", "fractions summing to 1",
-        "a valid fraction summing to 1 with the default test"])
+        "an accent decomposed beside composed", "a zero-width space", "full-width letters", "jsonl header record",
+        "a fraction with no such file", "fractions summing to 1", "a valid fraction summing to 1 with the default test"])
 def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, name, content, flags, message):
     """finetune.py on one --data file (or none): the cause of the refusal, not what it leads to.
-    A label written two ways (in case, or as one number: '1', '1.0', '01') and a .jsonl header
-    record are named before each label's rows are counted; a missing file is said missing, with
-    a fraction or without; held-out fractions that leave nothing to train on are a flag error
-    (exit 2). (The old code said "label 'POS' has 1 distinct text(s), too few to hold out ...;
+    A label written two ways (in case, in Unicode's encoding of what prints alike: é composed or as
+    e + U+0301, a zero-width space, full-width letters; or as one number: '1', '1.0', '01'),
+    named by its code points where it prints alike, and a .jsonl header record are named before
+    each label's rows are counted; a missing file is said missing, with a fraction or without;
+    held-out fractions that leave nothing to train on are a flag error (exit 2). (The old code said "label 'POS' has 1 distinct text(s), too few to hold out ...;
     add rows of it" for the first five, which adding rows never mends, for the fractions too, and
-    for the missing file that a fraction splits one --data file, not a set with its own splits.)"""
+    for the missing file that a fraction splits one --data file, not a set with its own splits; and
+    the three Unicode twins trained a class of each spelling.)"""
     data = tmp_path / (name or "nosuch.tsv")
     if content is not None:
         data.write_text(content)

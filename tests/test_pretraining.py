@@ -50,7 +50,8 @@ def test_a_short_run_learns_and_its_checkpoint_loads_in_minibert_and_transformer
     assert summary["valid_loss"] < 3.2, summary
     assert summary["valid_acc"] > 1.3 * summary["unigram_baseline_acc"], summary
     ckpt = summary["checkpoint"]
-    assert sorted(os.listdir(ckpt)) == ["config.json", "model.safetensors", "tokenizer.json", "training_state.pt"]
+    assert sorted(os.listdir(ckpt)) == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                     "training_state.pt"]
     tok = load_tokenizer(ckpt)
     enc = tok.encode("the cat sees an [MASK] today.")
     ids = torch.tensor([enc.ids])

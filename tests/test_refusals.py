@@ -420,7 +420,7 @@ def test_a_missing_split_file_of_the_cache_is_made_again(base, corpus, tmp_path)
     (["m.jsonl", "--out", "nowhere/loss.png"], r"its folder \S*/nowhere does not exist"),
     (["m.jsonl", "--out", "m.jsonl"], "is the metrics file itself"),
     (["m.jsonl", "--out", "."], "a folder; give a picture's path"),
-    (["m.jsonl", "--out", "m.jsonl/loss.png"], r"--out m.jsonl/loss.png: \S*m.jsonl is a file, not a folder$"),
+    (["m.jsonl", "--out", "m.jsonl/loss.png"], r"--out m.jsonl/loss.png: \S*m.jsonl is a file, not a folder \(see "),
     (["fifo"], "fifo: not a file; give the metrics.jsonl"),
     (["empty.jsonl"], r"empty.jsonl holds no loss to draw yet \(no record with a train_loss or valid_loss\)"),
     (["no-loss.jsonl"], r"no-loss.jsonl holds no loss to draw yet"),
@@ -617,7 +617,8 @@ def test_probes_out_is_checked_before_the_probes_and_written_without_following_a
 
 def test_plot_metrics_writes_no_link_and_skips_numbers_it_cannot_draw(tmp_path, capsys, monkeypatch):
     """--out a link to a file elsewhere: the link is replaced, its target unchanged. --out
-    out.txt: one line. Lines a float cannot hold (a 400-digit step or loss), nested deeper than
+    out.txt: one line, exit status 2 as for any wrong flag (attention.py's too; the old code
+    exited 1). Lines a float cannot hold (a 400-digit step or loss), nested deeper than
     Python's stack, or a 5000-digit integer: skipped like a cut line."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.jsonl").write_text("\n".join([
@@ -626,8 +627,9 @@ def test_plot_metrics_writes_no_link_and_skips_numbers_it_cannot_draw(tmp_path, 
         '{"step": 3, "valid_loss": 2.5}']) + "\n")
     assert drawn_losses("m.jsonl") == ([(1, 3.0)], [(3, 2.5)])
     before = snapshot(tmp_path)
-    one_line_refusal(capsys, lambda: plot_metrics.main(["m.jsonl", "--out", "out.txt"]), r"cannot draw a \.txt file")
-    assert snapshot(tmp_path) == before
+    with refusal(r"cannot draw a \.txt file") as e:
+        plot_metrics.main(["m.jsonl", "--out", "out.txt"])
+    assert e.value.code == 2 and snapshot(tmp_path) == before
     (tmp_path / "victim.txt").write_text("precious\n")
     (tmp_path / "link.png").symlink_to(tmp_path / "victim.txt")
     plot_metrics.main(["m.jsonl", "--out", "link.png"])
@@ -728,7 +730,8 @@ def test_a_run_whose_every_checkpoint_is_damaged_is_refused_in_one_line(base, co
     for step in ("step-000001", "step-000002"):
         edit_training_state(out / "checkpoints" / step, lambda s: s.update(optimizer={}))
     pattern = (f"^error: no checkpoint in {out / 'checkpoints'} loads whole: {out / 'checkpoints' / 'step-000002'} "
-               r"is damaged \(.*\) \(and 1 more\); start again with --overwrite$")
+               r"is damaged \(.*\) \(and 1 more\); put back what was changed, or start again with --overwrite, "
+               r"which deletes the run$")
     with refusal(pattern):
         train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "2"))
 
@@ -981,24 +984,33 @@ def moment_as_float16(s):
 
 @pytest.mark.parametrize("damage,note", [
     (lambda c: edit_training_state(c, lambda s: s.update(step=1)),
-     r"is damaged \(ValueError: its training state says step 1, not the step 2 its folder is named for\)"),
+     r"is damaged \(ValueError: its training state says step 1, not the step 2 its folder is named for \(a folder "
+     r"renamed\? step 1's is step-000001\)\)"),
     (lambda c: edit_training_state(c, lambda s: s["optimizer"]["state"].pop(0)),
      r"is damaged \(ValueError: AdamW's state of parameter 0 lacks step, exp_avg, exp_avg_sq\)"),
     (lambda c: edit_training_state(c, moment_as_float16),
      r"is damaged \(ValueError: AdamW's exp_avg of parameter 0 is \(\d+, \d+\) torch.float16, not the "
      r"parameter's \(\d+, \d+\) torch.float32\)"),
     (flip_a_weight_bit,
-     r"is damaged: its weights are not those it saved \(the sha256 of model.safetensors is not the one its "
-     r"training_state.pt recorded\)"),
-], ids=["step-edited", "moments-missing", "moment-float16", "weights-byte-flipped"])
+     r"is damaged: its model\.safetensors is not the one it saved \(its sha256 is not the one its "
+     r"training_state\.pt recorded\)"),
+    (lambda c: edit_config(c, hidden_act="relu"),
+     r"is damaged: its config\.json is not the one it saved \(its sha256 is not the one its training_state\.pt "
+     r"recorded\)"),
+    (lambda c: (c / "training_state.pt").write_bytes((c / "training_state.pt").read_bytes()[:2000]),
+     r"is damaged \(its training_state\.pt cannot be read: \w+: [^();]+\)"),  # torch's own first sentence
+], ids=["step-edited", "moments-missing", "moment-float16", "weights-byte-flipped", "config-edited",
+        "training-state-cut-short"])
 def test_a_checkpoint_that_is_not_what_was_saved_is_skipped_for_its_real_cause(base, corpus, tmp_path, capsys,
                                                                                damage, note):
     """The newest checkpoint (step 2) with its training state's step edited to 1, one parameter's
-    AdamW state deleted, a moment saved as float16, or one bit of its weights flipped (still
-    finite): it is skipped with a note naming that cause, and the run resumes from step 1 and
-    ends bit for bit as the run first did. The old code blamed AdamW's rate for the step ("not
-    what train_mlm.py sets at step 1"), and resumed from the others silently: AdamW started the
-    parameter afresh, rounded the moment, or trained on the flipped weights."""
+    AdamW state deleted, a moment saved as float16, one bit of its weights flipped (still
+    finite), its config.json's hidden_act edited to relu, or its training_state.pt cut short: it
+    is skipped with a note naming that cause, and the run resumes from step 1 and ends bit for bit
+    as the run first did. The old code blamed AdamW's rate for the step ("not what train_mlm.py
+    sets at step 1"), and resumed from the others silently: AdamW started the parameter afresh,
+    rounded the moment, trained on the flipped weights, or trained a ReLU model; the cut file's
+    note named neither the file nor its cause (torch's message, cut mid-word)."""
     out = copy(base, "pre", tmp_path)
     newest = out / "checkpoints" / "step-000002"
     damage(newest)
@@ -1031,6 +1043,25 @@ def test_a_resume_with_no_checkpoint_left_is_refused_but_one_before_the_first_st
     one_line_refusal(capsys, command, rf"^error: --resume finds no checkpoint left in {re.escape(str(out))}/"
                                       r"checkpoints; --overwrite starts the run again$")
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("log", ["deleted", "emptied", "intact"])
+def test_a_resume_says_when_the_log_lacks_the_steps_it_resumes_after(base, corpus, tmp_path, capsys, log):
+    """The run's metrics.jsonl deleted, or emptied, before a --resume from step 2 (the run logged
+    every step): the run goes on, and a note says that its log and plot lack steps 1-2 (the old
+    code said nothing: a silent gap). A whole log is said nothing of."""
+    out = copy(base, "pre", tmp_path)
+    metrics = out / "metrics.jsonl"
+    if log == "deleted":
+        metrics.unlink()
+    elif log == "emptied":
+        metrics.write_text("")
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    said = (f"note: {metrics} holds no record of steps 1-2 (cut short or deleted since the run wrote them); the run "
+            "goes on from step 2, and its log and plot lack those steps")
+    assert notes == ([] if log == "intact" else [said])
+    assert [r["step"] for r in metric_records(str(metrics))][-1] == 3
 
 
 @pytest.mark.parametrize("summary", ["copied", "deleted"])

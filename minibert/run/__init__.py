@@ -85,9 +85,14 @@ def run_script(main, on_interrupt: str) -> None:
     """Every script's entry: `main()`. Ctrl-C is one line and exit status 130 (`interrupted`,
     saying `on_interrupt`); a reader that closes standard output early (`... | head -1`) ends the
     script quietly with exit status 141, as a shell's SIGPIPE ends a command, not with a
-    BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too. Once
-    main() has returned, Ctrl-C is ignored: the script is done, its exit status 0."""
+    BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too. Only the
+    first Ctrl-C counts (_interrupt_once); one that lands in a finaliser is raised again
+    (_interrupt_again). Once main() has returned, Ctrl-C is ignored: the script is done, its exit
+    status 0."""
     warnings.formatwarning = lambda message, category, *_: "warning: " + "; ".join(str(message).splitlines()) + "\n"
+    sys.unraisablehook = _interrupt_again
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored (a background job)
+        signal.signal(signal.SIGINT, _interrupt_once)
     try:
         main()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # finished: a late Ctrl-C must not report the run as cut short
@@ -98,6 +103,32 @@ def run_script(main, on_interrupt: str) -> None:
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
+
+
+def _interrupt_once(signum, frame) -> None:
+    """SIGINT's handler: the first Ctrl-C raises KeyboardInterrupt, and the others are ignored, so a
+    key pressed again while the script stops (saying its line, Python shutting down its threads)
+    cannot cut that short with a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _interrupt_again(unraisable) -> None:
+    """sys.unraisablehook: a Ctrl-C that lands while Python runs a finaliser (a progress bar's
+    __del__) cannot be raised there, and Python would print it as ignored and go on. It is raised
+    again at the next function call of the thread (a one-time trace function: anything raised in
+    the hook itself would be ignored too), so the script stops as from any other Ctrl-C; anything
+    else is reported as Python does."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+        return
+    before = sys.gettrace()
+
+    def raise_at_the_next_call(frame, event, arg):
+        sys.settrace(before)
+        raise KeyboardInterrupt
+
+    sys.settrace(raise_at_the_next_call)
 
 
 @contextlib.contextmanager
@@ -117,6 +148,21 @@ def interrupts_held():
         signal.signal(signal.SIGINT, before)
     if held:
         signal.raise_signal(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def interrupts_ignored():
+    """Ignore Ctrl-C (SIGINT) in the block: the last writes of a run that is whole once they are
+    done, after which a Ctrl-C could only report as cut short what is not. Outside the main
+    thread the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def interrupted(what: str, say: bool = True):

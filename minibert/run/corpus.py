@@ -16,6 +16,7 @@ import os
 import torch
 from tokenizers import Tokenizer
 
+from ..checkpoint import torch_load
 from ..files import parse_json, read_bytes, sha256_of, waiting_lock, write_file
 from ..text import Blocks, lines_of, pack_blocks, plain_tokenizer, sentences, tokenize_lines, train_wordpiece
 
@@ -110,7 +111,7 @@ def _cached_tokens(path: str, vocab_size: int, key: str) -> dict | None:
         data = read_bytes(path)
         if read_bytes(f"{path}.sha256").decode().strip() != hashlib.sha256(data).hexdigest():
             return None
-        cached = torch.load(io.BytesIO(data), weights_only=True)
+        cached = torch_load(data)
         ids, starts = cached["ids"], cached["starts"]
         ok = cached.get("key") == key and ids.dim() == starts.dim() == 1 and not ids.is_floating_point() and not starts.is_floating_point()
         ok = ok and (len(ids) == 0 or 0 <= int(ids.min()) <= int(ids.max()) < vocab_size)

@@ -304,11 +304,12 @@ def resolve_checkpoint(path: str) -> str:
 
 
 # what a checkpoint folder holds: save_checkpoint's files, and the other weight files a checkpoint is read from
-CHECKPOINT_FILES = re.compile(r"(config|tokenizer)\.json|training_state\.pt|"
+CHECKPOINT_FILES = re.compile(r"(config|tokenizer|tokenizer_config)\.json|training_state\.pt|"
                               r"(model|pytorch_model)(-\d+-of-\d+)?\.(safetensors|bin)(\.index\.json)?")
 
 
-WEIGHTS_SHA256 = "weights_sha256"  # the training state's record of its checkpoint's model.safetensors
+# the training state's record of the sha256 of its checkpoint's other files: file -> key
+SAVED_SHA256 = {"model.safetensors": "weights_sha256", "config.json": "config_sha256"}
 
 
 class HeldByHand(Exception):
@@ -353,8 +354,9 @@ def placed_by_hand_after(out: str, step: int) -> list[str]:
 def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: int) -> str:
     """Write `OUT/checkpoints/step-NNNNNN` into a temporary folder and rename it into place; the
     step is stored in model.safetensors' header too, so weights and training state are known
-    to belong together, and the weights' sha256 in the training state (WEIGHTS_SHA256), so weights
-    damaged since (a flipped byte that still loads) are known too. The file `latest` names it for
+    to belong together, and the sha256 of the weights and of config.json (which records the
+    tokenizer's) in the training state (SAVED_SHA256), so a file damaged or edited since (a flipped
+    byte that still loads, another hidden_act) is known too. The file `latest` names it for
     people; only the newest `keep` are kept (an old one holding anything else, placed_by_hand, is
     left). A failure (a full disk) is an OSError, leaving no temporary folder; a folder of this
     step (one written before and written again after a resume from an earlier step) that holds
@@ -370,7 +372,7 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
         fresh_folder(tmp)
         model.save_pretrained(tmp, tokenizer=tokenizer, metadata={"step": str(step)})
         buffer = io.BytesIO()
-        torch.save({**state, WEIGHTS_SHA256: sha256_of(os.path.join(tmp, "model.safetensors"))}, buffer)
+        torch.save({**state, **{key: sha256_of(os.path.join(tmp, file)) for file, key in SAVED_SHA256.items()}}, buffer)
         write_file(os.path.join(tmp, "training_state.pt"), buffer.getvalue())
         if os.path.islink(final):
             os.remove(final)

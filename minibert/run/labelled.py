@@ -12,6 +12,7 @@ import csv
 import io
 import math
 import os
+import unicodedata
 
 import torch
 
@@ -175,13 +176,14 @@ def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction
     rows are shuffled with a generator seeded by `seed` (torch's CPU generator: the same order on
     every machine); of its n rows, round(n x valid_fraction), at least one, go to validation,
     round(n x test_fraction), at least one, to test, the rest to training; each split keeps the
-    file's order. Rows with the same text are one unit, so that no sentence sits in two splits; a
-    unit goes with the label of its first row. A label left with no unit of its own (given only to
+    file's order. Rows with the same text (same_text: case, spacing and Unicode's encoding set
+    aside) are one unit, so that no sentence sits in two splits; a unit goes with the label of its
+    first row. A label left with no unit of its own (given only to
     texts that first have another), a label too small to give each split a unit, or a file with
     one label, is refused (InputError)."""
     units: dict[str, list[int]] = {}      # text -> the numbers of its rows
     for i, (text, _) in enumerate(rows):
-        units.setdefault(text, []).append(i)
+        units.setdefault(same_text(text), []).append(i)
     by_label: dict[str, list[str]] = {}   # label -> the texts of its units, in file order
     for text, members in units.items():
         by_label.setdefault(rows[members[0]][1], []).append(text)
@@ -212,19 +214,30 @@ def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction
 
 def check_label_spellings(labels, where: str) -> None:
     """An InputError if two of `labels` are one class written two ways: the same but for case
-    ('POS', 'pos') or the same finite number ('1', '1.0', '01'). Each way would train a class of its
+    ('POS', 'pos'), the same once Unicode's compatibility form is taken and invisible characters are
+    dropped (an accent composed or decomposed, full-width letters, a zero-width space: labels that
+    print alike), or the same finite number ('1', '1.0', '01'). Each way would train a class of its
     own, most likely from a typo. Checked before any label's rows are counted, so that the typo is
     named rather than a label too small to hold out."""
-    for same, why in ((str.casefold, "differ only in case"), (_number, "are one number spelled two ways")):
+    for same, why, name in ((str.casefold, "differ only in case", repr),
+                            (_visible, "differ only in how their characters are encoded (accents composed or "
+                                       "not, full-width letters or invisible characters)", ascii),
+                            (_number, "are one number spelled two ways", repr)):
         ways: dict[object, list[str]] = {}
         for label in sorted(set(labels)):
             key = same(label)
             if key is not None:
                 ways.setdefault(key, []).append(label)
         twins = next((found for found in ways.values() if len(found) > 1), None)
-        if twins:
-            named = ", ".join(repr(label) for label in twins[:-1]) + f" and {twins[-1]!r}"
+        if twins:  # labels that print alike are named by their code points (ascii)
+            named = ", ".join(name(label) for label in twins[:-1]) + f" and {name(twins[-1])}"
             raise InputError(f"the labels {named} of {where} {why}: write one class one way")
+
+
+def _visible(label: str) -> str:
+    """`label` as it reads: NFKC's compatibility form (é composed, ｆ as f), without format characters
+    (Unicode category Cf: zero-width spaces and joiners, a byte-order mark), case folded."""
+    return "".join(c for c in unicodedata.normalize("NFKC", label) if unicodedata.category(c) != "Cf").casefold()
 
 
 def _number(label: str) -> float | None:
@@ -234,6 +247,21 @@ def _number(label: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def same_text(text: str) -> str:
+    """`text` as a key under which two writings of one sentence meet: Unicode's compatibility form
+    without invisible characters, case folded (as an uncased tokenizer reads it), runs of white
+    space as one space, none at the ends. A copy of a sentence with a trailing space, or
+    capitalised, is still that sentence."""
+    return " ".join(_visible(text).split())
+
+
+def seen_in_training(train, rows) -> int:
+    """How many of `rows` (text, label) have a text that is also in the training split `train`
+    (same_text): scored on those, a model is partly scored on what it was trained on."""
+    trained = {same_text(text) for text, _ in train}
+    return sum(same_text(text) in trained for text, _ in rows)
 
 
 def check_known_labels(rows, labels, path: str) -> None:

@@ -16,7 +16,6 @@ Steps are counted from 1: step N is the N-th optimizer update, and after it N up
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import os
@@ -26,7 +25,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
-from ..checkpoint import NotFiniteError, load_tokenizer, read_header
+from ..checkpoint import NotFiniteError, load_tokenizer, read_header, torch_load
 from ..config import BertConfig
 from ..files import append_line, not_a_file, read_bytes, sha256_of
 from ..loss import IGNORE_INDEX
@@ -36,8 +35,8 @@ from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
 from . import die, first_line, interrupts_held, os_problem, write_advice
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
-from .folders import (WEIGHTS_SHA256, HeldByHand, check_run_folder, checkpoints, claim_run_folder, placed_by_hand,
-                      placed_by_hand_after, save_checkpoint, step_of)
+from .folders import (SAVED_SHA256, HeldByHand, check_run_folder, checkpoints, claim_run_folder, metric_records,
+                      placed_by_hand, placed_by_hand_after, save_checkpoint, step_of)
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
                        pick_device, use_tf32, weights_are_finite)
 
@@ -319,7 +318,7 @@ def resumable_checkpoint(run: Run):
     found, skipped = checkpoints(args.out), []
     for ckpt in reversed(found):
         try:
-            state = torch.load(io.BytesIO(read_bytes(os.path.join(ckpt, "training_state.pt"))), weights_only=True)
+            state = read_training_state(ckpt)
             saved_tokenizer = load_tokenizer(ckpt)
             model = OBJECTIVES[saved_flag(state["args"], "objective")].from_pretrained(
                 ckpt, use_sdpa=args.sdpa, hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout)
@@ -327,6 +326,8 @@ def resumable_checkpoint(run: Run):
             problem = checkpoint_problem(ckpt, state)
         except NotFiniteError as e:
             problem = f"holds weights that are not finite ({', '.join(e.tensors[:3])})"
+        except UnreadableState as e:
+            problem = f"is damaged ({e})"
         except Exception as e:  # any file of it unreadable or unusable: the checkpoint is damaged
             held = placed_by_hand(ckpt)
             problem = held if held else f"is damaged ({type(e).__name__}: {first_line(e)})"
@@ -337,6 +338,8 @@ def resumable_checkpoint(run: Run):
         for line in skipped if say else ():  # said once a checkpoint loads; if none does, the refusal says it
             print(f"note: {line}; skipped, resuming from an earlier checkpoint", file=sys.stderr)
         check_resume(run, ckpt, state, model, saved_tokenizer)
+        if say:
+            note_a_log_gap(args.out, state["step"], saved_flag(state["args"], "log_every"))
         changed = [f"--{k.replace('_', '-')} {v} -> {getattr(args, k)}" for k, v in sorted(state["args"].items())
                    if k not in FIXED_ON_RESUME + NOT_COMPARED and hasattr(args, k) and v != getattr(args, k)]
         if changed and say and state["step"] < args.max_steps:  # at --max-steps nothing is applied: nothing_to_train
@@ -344,11 +347,43 @@ def resumable_checkpoint(run: Run):
         return ckpt, model, state
     if found:
         more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
-        die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole: {skipped[0]}{more}; "
-            "start again with --overwrite")
+        die(f"no checkpoint in {os.path.join(args.out, 'checkpoints')} loads whole: {skipped[0]}{more}; put back "
+            "what was changed, or start again with --overwrite, which deletes the run")
     check_checkpoints_left(args.out)
     check_nothing_written_over(args.out, 0)
     return None, None, None
+
+
+def note_a_log_gap(out: str, step: int, log_every: int) -> None:
+    """A note when the run's metrics.jsonl lacks the records of the steps up to the checkpoint
+    it resumes from (cut short or deleted by hand since): the run goes on, its log and plot with a
+    gap. (Records are written every `log_every` steps, the flag as the checkpoint saved it.)"""
+    path = os.path.join(out, "metrics.jsonl")
+    try:
+        last = max((r["step"] for r in metric_records(path) if r["step"] <= step), default=0)
+    except FileNotFoundError:
+        last = 0
+    except OSError:  # no file there: said when the log is written
+        return
+    if type(log_every) is int and last < step - log_every:
+        print(f"note: {path} holds no record of steps {last + 1}-{step} (cut short or deleted since the run wrote "
+              f"them); the run goes on from step {step}, and its log and plot lack those steps", file=sys.stderr)
+
+
+class UnreadableState(ValueError):
+    """A checkpoint's training_state.pt that torch cannot read (cut short, garbled)."""
+
+
+def read_training_state(ckpt: str) -> dict:
+    """A checkpoint's training_state.pt (torch_load: tensors and plain data only); one that torch
+    cannot read is an UnreadableState naming the file and torch's first sentence."""
+    path = os.path.join(ckpt, "training_state.pt")
+    raw = read_bytes(path)  # an OSError (missing, a folder) is said as it is
+    try:
+        return torch_load(raw)
+    except Exception as e:  # torch raises many kinds: a cut zip, garbage, an object weights_only refuses
+        raise UnreadableState(f"its training_state.pt cannot be read: {type(e).__name__}: "
+                              f"{first_line(e).split('. ')[0]}") from None
 
 
 def check_checkpoints_left(out: str) -> None:
@@ -409,7 +444,7 @@ def check_training_state(state: dict, model, device, folder_step: int) -> None:
         raise ValueError(f"step {state['step']!r} is not a step number")
     if state["step"] != folder_step:
         raise ValueError(f"its training state says step {state['step']}, not the step {folder_step} its folder is "
-                         "named for")
+                         f"named for (a folder renamed? step {state['step']}'s is step-{state['step']:06d})")
     if not isinstance(state["args"], dict):
         raise ValueError("args is not a record of the flags")
     if "short_steps" in state and (type(state["short_steps"]) is not int or state["short_steps"] < 0):
@@ -502,17 +537,18 @@ def all_finite(obj) -> bool:
 
 def checkpoint_problem(ckpt: str, state: dict) -> str | None:
     """Why a checkpoint that loaded must still not be resumed from, or None: weights saved at
-    another step than its training state's (files swapped), or weights whose sha256 is not the
-    one saved beside them (damaged since: a flipped byte that still loads; a checkpoint saved
-    before the digest was recorded has none, and is not checked). Weights that are not finite do
-    not load at all (checkpoint.load_state)."""
+    another step than its training state's (files swapped), or weights or a config.json whose
+    sha256 is not the one saved beside them (damaged or edited since: a flipped byte that still
+    loads, another hidden_act; a checkpoint saved before a digest was recorded has none, and is
+    not checked). Weights that are not finite do not load at all (checkpoint.load_state)."""
     weights, step = os.path.join(ckpt, "model.safetensors"), state["step"]
     saved = read_header(weights)[1].get("step")
     if saved is not None and saved != str(step):
         return f"holds the weights of step {saved} beside the training state of step {step}"
-    if WEIGHTS_SHA256 in state and state[WEIGHTS_SHA256] != sha256_of(weights):
-        return ("is damaged: its weights are not those it saved (the sha256 of model.safetensors is not the one its "
-                "training_state.pt recorded)")
+    for file, key in SAVED_SHA256.items():
+        if key in state and state[key] != sha256_of(os.path.join(ckpt, file)):
+            return (f"is damaged: its {file} is not the one it saved (its sha256 is not the one its training_state.pt "
+                    "recorded)")
     return None
 
 

@@ -44,7 +44,6 @@ probe.py keeps it as SUMMARY_FILE in the run folder.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from dataclasses import dataclass, replace
@@ -52,7 +51,7 @@ from dataclasses import dataclass, replace
 import torch
 from tokenizers import Tokenizer
 
-from ..checkpoint import NOT_FINITE, CheckpointError, load_tokenizer
+from ..checkpoint import NOT_FINITE, CheckpointError, load_tokenizer, torch_load
 from ..config import BertConfig
 from ..files import read_bytes
 from ..loss import IGNORE_INDEX
@@ -87,7 +86,7 @@ def run_flags(checkpoint: str) -> dict | None:
     if not os.path.isfile(path):
         return None
     try:
-        state = torch.load(io.BytesIO(read_bytes(path)), weights_only=True)
+        state = torch_load(read_bytes(path))
         saved = state["args"]
         corpus = state.get("corpus_name") or " ".join(saved["corpus"])  # a run older than corpus_name: its --corpus
         return {"corpus": corpus, "seq_len": saved["seq_len"], "mask_prob": saved["mask_prob"], "seed": saved["seed"]}
