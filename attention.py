@@ -20,7 +20,7 @@ import torch
 
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.checkpoint import NOT_FINITE
-from minibert.files import write_file
+from minibert.files import no_folder, write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser
 from minibert.run.folders import resolve_checkpoint
@@ -34,7 +34,7 @@ NEXT = "but the actors make it worth watching ."
 def load(path: str):
     """(name, encoder, tokenizer) of a checkpoint or train_mlm.py run folder (its newest checkpoint)."""
     if not os.path.isdir(path):
-        die(f"--checkpoint {path}: no such folder")
+        die(f"--checkpoint {path}: {no_folder(path)}")
     folder = resolve_checkpoint(path)
     try:
         model = BertModel.from_pretrained(folder, use_sdpa=False).eval()

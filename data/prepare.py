@@ -40,7 +40,7 @@ import sys
 import tarfile
 import zipfile
 
-from minibert.files import parse_json, read_bytes, read_problem, remove_left_temporaries, write_file
+from minibert.files import LEADS_NOWHERE, not_a_file, parse_json, read_bytes, read_problem, remove_left_temporaries, write_file
 from minibert.run import os_problem, run_script
 from minibert.run.flags import Parser
 from minibert.text import other_break
@@ -562,13 +562,15 @@ def labelled_folder(data: str, root: str = CACHE) -> str:
         return os.path.join(prepare(data, root=root), "labelled")
     if os.path.isdir(data):
         return data
-    raise DataError(f"--data {data}: no such file or folder; use en, zh, one labelled .csv/.tsv/.jsonl file, or a "
-                    "folder with train/valid/test files")
+    what = LEADS_NOWHERE if os.path.islink(data) and not os.path.exists(data) else \
+        not_a_file(data) if os.path.exists(data) else "no such file or folder"  # a named pipe ...
+    raise DataError(f"--data {data}: {what}; use en, zh, one labelled .csv/.tsv/.jsonl file, or a folder with "
+                    "train/valid/test files")
 
 
 def main(argv=None):
-    p = Parser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="data/prepare.py", description=__doc__.split("\n\n")[0],
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", help="en (default), en-large, zh, or a name for the --text files (default with --text: "
                                     "text)")
     p.add_argument("--text", nargs="+", metavar="FILE",

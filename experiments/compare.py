@@ -495,7 +495,8 @@ def plot(study: str, rows: list[dict], path: str) -> bool:
 
 def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
     """The flags, and the study's settings with --seeds and --budgets applied."""
-    p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m experiments.compare", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("study", choices=sorted(STUDIES))
     p.add_argument("--quick", action="store_true",
                    help="a few updates on small splits (about a minute); pretraining --quick without "

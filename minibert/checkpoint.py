@@ -464,10 +464,8 @@ class Pretrained:
             text = tokenizer.to_str(pretty=True).encode("utf-8")
             write_file(os.path.join(path, "tokenizer.json"), text)
             digest = hashlib.sha256(text).hexdigest()
-            settings = tokenizer_settings(tokenizer)
-            if settings:
-                write_file(os.path.join(path, "tokenizer_config.json"),
-                           (json.dumps(settings, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+            write_file(os.path.join(path, "tokenizer_config.json"),
+                       (json.dumps(tokenizer_settings(tokenizer), indent=2, sort_keys=True) + "\n").encode("utf-8"))
         self.config.save(os.path.join(path, "config.json"), [self.hf_architecture], tokenizer_sha256=digest)
 
 
@@ -489,60 +487,118 @@ def load_tokenizer(path: str | os.PathLike):
     _check_tokenizer_belongs(path, file, text, tokenizer)
     _check_vocabulary(file, tokenizer)
     _check_template(file, tokenizer)
-    _check_tokenizer_config(os.path.join(os.fspath(path), "tokenizer_config.json"), file, tokenizer)
+    config = _json_object(os.path.join(os.fspath(path), "config.json")) or {}
+    _check_read_as_transformers_reads(path, file, tokenizer, TOKENIZER_DIGEST in config)
     return tokenizer
 
 
-# tokenizer_config.json's settings that transformers' BertTokenizer applies over tokenizer.json's normalizer:
-# key -> (its default there, a text, what it normalises to with the setting on, with it off)
+# the special tokens minibert reads by name, under the keys transformers' tokenizer files give them
+SPECIAL_TOKEN_KEYS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                      "mask_token": "[MASK]"}
+# transformers' BertTokenizer builds its own pipeline from the vocabulary and these settings of
+# tokenizer_config.json, whatever tokenizer.json says: key -> (its default, a text, what the text normalises
+# to with the setting on, with it off)
 _NORMALIZER_SETTINGS = {"do_lower_case": (True, "A", "a", "A"), "strip_accents": (None, "\u00e0", "a", "\u00e0"),
                         "tokenize_chinese_chars": (True, "\u4e2d", " \u4e2d ", "\u4e2d")}
+_BERT_TOKENIZERS = (None, "BertTokenizer", "BertTokenizerFast")  # tokenizer_class values that mean BertTokenizer
 
 
-def tokenizer_settings(tokenizer) -> dict | None:
-    """tokenizer_config.json for a tokenizer whose normalizer is BERT's: its lower-casing, accent
-    stripping and spacing of Chinese characters, as transformers' BertTokenizer names them. Without
-    it, AutoTokenizer applies its defaults (strip_accents null: accents stripped when lower-casing)
-    over tokenizer.json, and reads an accented word otherwise than minibert does. None for
-    another normalizer (no such file is written)."""
-    normalizer = tokenizer.normalizer
-    if type(normalizer).__name__ != "BertNormalizer":
-        return None
-    return {"tokenizer_class": "BertTokenizer", "do_lower_case": normalizer.lowercase,
-            "strip_accents": normalizer.strip_accents, "tokenize_chinese_chars": normalizer.handle_chinese_chars}
+def tokenizer_settings(tokenizer) -> dict:
+    """tokenizer_config.json for a tokenizer minibert saves: transformers' generic fast tokenizer,
+    which reads tokenizer.json as it is (its BertTokenizer would build its own pipeline, with
+    its defaults: accents stripped where minibert's WordPiece keeps them), and the special tokens
+    by the names minibert reads them (the unknown-word token as the model names it)."""
+    model = json.loads(tokenizer.to_str()).get("model") or {}
+    return {"tokenizer_class": "PreTrainedTokenizerFast", **SPECIAL_TOKEN_KEYS,
+            "unk_token": model.get("unk_token") or SPECIAL_TOKEN_KEYS["unk_token"]}
 
 
-def _check_tokenizer_config(config_file: str, file: str, tokenizer) -> None:
-    """A tokenizer_config.json beside tokenizer.json (a folder transformers saved): transformers'
-    BertTokenizer then normalises as its do_lower_case, strip_accents and tokenize_chinese_chars
-    say (each missing one at its default: true, null, true; strip_accents null strips accents when
-    lower-casing, as BERT did), whatever tokenizer.json's normalizer does; minibert reads
-    tokenizer.json alone. Where the two would read a text differently, a CheckpointError naming
-    both. A config file that is not a JSON object is left unread, as minibert reads no key of it."""
-    if not os.path.isfile(config_file):
+def _token_name(value):
+    """A special token as transformers' files give it: a string, or {"content": string, ...}."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+def _check_read_as_transformers_reads(path: str, file: str, tokenizer, saved_by_minibert: bool) -> None:
+    """The tokenizer files transformers reads beside tokenizer.json say what tokenizer.json does,
+    so that the two libraries read a text alike; a CheckpointError naming the disagreement
+    otherwise (minibert reads tokenizer.json):
+    - tokenizer_config.json or special_tokens_map.json naming a special token minibert reads by
+      name ([CLS], [SEP], [MASK], [PAD], the unknown-word token) as another;
+    - a folder transformers reads with its BertTokenizer (tokenizer_class BertTokenizer, or none):
+      it builds BERT's pipeline from the vocabulary and do_lower_case, strip_accents,
+      tokenize_chinese_chars (each missing one at its default: true, null, true; strip_accents
+      null strips accents when lower-casing), so tokenizer.json's normalizer, pre-tokenizer and
+      WordPiece settings must be those. A minibert checkpoint saved before minibert wrote
+      tokenizer_config.json (its config.json records its tokenizer's digest) is read as it was
+      trained; transformers reads it with BERT's defaults. A file that is not a JSON object is
+      left unread, as minibert reads no other key of it."""
+    files = {name: os.path.join(os.fspath(path), name) for name in ("tokenizer_config.json", "special_tokens_map.json")}
+    given = {name: _json_object(where) for name, where in files.items()}
+    for name, settings in given.items():
+        for key, expected in SPECIAL_TOKEN_KEYS.items():
+            named = _token_name(settings.get(key)) if settings else None
+            if key == "unk_token":
+                expected = (json.loads(tokenizer.to_str()).get("model") or {}).get("unk_token") or expected
+            if isinstance(named, str) and named != expected:
+                raise CheckpointError(f"{files[name]} names {key} {named!r}, but {file} reads {expected} as it; "
+                                      "transformers follows the first, minibert the second: remove the one that is wrong")
+    settings = given["tokenizer_config.json"]
+    if settings is None and saved_by_minibert:
         return
+    settings = settings or {}
+    if settings.get("tokenizer_class") not in _BERT_TOKENIZERS:
+        return
+    problem = _not_berts_pipeline(tokenizer, settings)
+    if problem:
+        raise CheckpointError(f"transformers reads {path} with its BertTokenizer (tokenizer_config.json's "
+                              f"tokenizer_class {settings.get('tokenizer_class')!r}), which builds BERT's own pipeline "
+                              f"whatever {file} says, and {problem}; transformers would read text otherwise than "
+                              "minibert: make the two agree")
+
+
+def _json_object(file: str) -> dict | None:
+    """The JSON object in `file`, or None (missing, unreadable, not an object)."""
     try:
-        settings = parse_json(read_bytes(config_file))
+        settings = parse_json(read_bytes(file))
     except (OSError, ValueError):
-        return
-    if not isinstance(settings, dict) or tokenizer.normalizer is None:
-        return
+        return None
+    return settings if isinstance(settings, dict) else None
+
+
+def _not_berts_pipeline(tokenizer, settings: dict) -> str | None:
+    """How `tokenizer` differs from what transformers' BertTokenizer builds from its vocabulary and
+    `settings` (tokenizer_config.json's), in words, or None."""
+    state = json.loads(tokenizer.to_str())
+    normalizer, pre, model = (state.get(k) or {} for k in ("normalizer", "pre_tokenizer", "model"))
+    if normalizer.get("type") != "BertNormalizer" or normalizer.get("clean_text") is not True:
+        return f"{_described(normalizer)} is not BERT's normalizer with clean_text"
     wanted = {key: settings.get(key, default) for key, (default, *_) in _NORMALIZER_SETTINGS.items()}
-    follows = wanted["strip_accents"] is None
-    if follows:
+    if wanted["strip_accents"] is None:
         wanted["strip_accents"] = wanted["do_lower_case"]
     for key, value in wanted.items():
         _, text, on, off = _NORMALIZER_SETTINGS[key]
         does = tokenizer.normalizer.normalize_str(text)
         if does != (on if value else off):
-            given = json.dumps(settings[key]) if key in settings else f"no value (transformers' default: " \
-                f"{json.dumps(_NORMALIZER_SETTINGS[key][0])})"
-            if key == "strip_accents" and follows:
-                given += f", so {str(value).lower()} as do_lower_case"
-            raise CheckpointError(f"{config_file} gives {key} {given}, but {file} does "
-                                  f"{'not ' if value else ''}{key.replace('_', ' ').replace('do ', '')} "
-                                  f"({text!r} reads as {does!r}); transformers follows the first, minibert the "
-                                  "second: remove the one that is wrong")
+            given = json.dumps(settings[key]) if key in settings else "left out"
+            if key == "strip_accents" and settings.get(key) is None:
+                given += f" (so {str(value).lower()}, as do_lower_case)"
+            return (f"its {key} is {given}, but tokenizer.json does {'not ' if value else ''}"
+                    f"{key.replace('_', ' ').replace('do ', '')} ({text!r} reads as {does!r})")
+    if pre.get("type") != "BertPreTokenizer":
+        return f"its pre-tokenizer {_described(pre)} is not BERT's (BertPreTokenizer)"
+    unk = _token_name(settings.get("unk_token")) or SPECIAL_TOKEN_KEYS["unk_token"]
+    if model.get("type") == "WordPiece" and model.get("unk_token") != unk:
+        return f"its unknown-word token is {model.get('unk_token')!r}, not {unk!r}, BertTokenizer's"
+    if model.get("type") != "WordPiece" or model.get("continuing_subword_prefix") != "##" \
+            or model.get("max_input_chars_per_word") != 100:
+        return (f"its model ({model.get('type')}, continuing_subword_prefix {model.get('continuing_subword_prefix')!r}, "
+                f"max_input_chars_per_word {model.get('max_input_chars_per_word')}) is not BERT's WordPiece "
+                "('##', 100)")
+    return None
+
+
+def _described(part: dict) -> str:
+    return str(part.get("type")) if part else "none"
 
 
 def _check_template(file: str, tokenizer) -> None:

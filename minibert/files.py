@@ -64,6 +64,21 @@ def not_a_file(path: str) -> str:
     return next((f"{word}, not a file" for test, word in kinds if test(mode)), "not a plain file")
 
 
+LEADS_NOWHERE = "a symbolic link that leads to nothing (its target is missing, or a loop)"
+
+
+def no_folder(path: str) -> str:
+    """Why `path`, which is no folder, is none, in words: "no such folder", "a file, not a folder",
+    "a named pipe, not a folder" ..."""
+    if os.path.islink(path) and not os.path.exists(path):
+        return LEADS_NOWHERE
+    if not os.path.exists(path):
+        return "no such folder"
+    if os.path.isfile(path):
+        return "a file, not a folder"
+    return not_a_file(path).replace("not a file", "not a folder")
+
+
 def nearest_existing(path: str) -> str:
     """`path` made absolute, or the nearest folder above it that exists: where making it would start."""
     above = os.path.abspath(path)

@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange
 
-from .checkpoint import CheckpointError, Pretrained, read_config, warnings_if_loaded
+from .checkpoint import CheckpointError, Pretrained, read_config, warnings_if_loaded, weight_shapes
 from .config import ACTIVATIONS, BertConfig
 from .loss import IGNORE_INDEX, mlm_loss
 from .unpad import RealTokens
@@ -494,7 +494,8 @@ def load_model(path: str | os.PathLike, default: type = BertModel, **config_over
     """The model class a checkpoint's config.json names in `architectures` (else `default`),
     loaded from it: what HF's AutoModel does, for these six classes. A class it names that is
     none of them (BertForTokenClassification, BertForQuestionAnswering ...) is a CheckpointError:
-    its head is not `default`'s, even where the weights would fit."""
+    its head is not `default`'s, even where the weights would fit; so is a class without a
+    classifier over a classifier's weights, where `default` is one."""
     path = os.fspath(path)
     with warnings_if_loaded():
         config, architectures = read_config(path)
@@ -502,4 +503,10 @@ def load_model(path: str | os.PathLike, default: type = BertModel, **config_over
             raise CheckpointError(f"{path} holds a {architectures[0]} (its config.json's architectures), whose head "
                                   f"minibert does not have; it loads {', '.join(MODEL_CLASSES)}")
         cls = next((MODEL_CLASSES[a] for a in architectures if a in MODEL_CLASSES), default)
+        classifiers = (BertForSequenceClassification, BertForClassification)
+        if default in classifiers and cls not in classifiers and "classifier.weight" in weight_shapes(path):
+            raise CheckpointError(f"{path}: its config.json's architectures names {cls.hf_architecture}, which has "
+                                  "no classifier, but its weights hold one (classifier.weight): name the classifier in "
+                                  "architectures (BertForSequenceClassification with a pooler, BertForClassification "
+                                  "without)")
         return cls._load(path, config, architectures, config_overrides)

@@ -73,20 +73,31 @@ def test_tokenizer_is_saved_beside_the_weights(tmp_path):
 
 
 def test_transformers_reads_text_with_a_saved_tokenizer_as_minibert_does(tmp_path):
-    """A checkpoint's folder read by transformers' AutoTokenizer (config.json says bert, so its
-    BertTokenizer) gives the ids minibert's tokenizer gives, for capitals, accents and Chinese
-    characters: save_pretrained writes tokenizer_config.json with the tokenizer's own settings.
-    (Without it transformers applied its defaults over tokenizer.json: strip_accents null strips
-    the accents minibert's WordPiece keeps, so 'café' was read as 'cafe' there.)"""
+    """A checkpoint's folder read by transformers' AutoTokenizer gives the ids minibert's tokenizer
+    gives, for capitals, accents and Chinese characters, with minibert's WordPiece and with a
+    word-level tokenizer: save_pretrained writes tokenizer_config.json naming transformers' generic
+    fast tokenizer, which reads tokenizer.json as it is, and the special tokens. (Without it
+    transformers built its BertTokenizer with its defaults: strip_accents null strips the accents
+    minibert's WordPiece keeps, so 'café' was read as 'cafe' there.)"""
     import transformers
+    from tokenizers import Tokenizer, pre_tokenizers, processors
+    from tokenizers.models import WordLevel
     from minibert.text import train_wordpiece
     lines = ["The caf\u00e9 was na\u00efve and the th\u00e9 was hot .", "\u4e2d\u6587 text here ."] * 50
-    tok = train_wordpiece(lines, 200)
-    BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(tmp_path, tokenizer=tok)
-    text = "The CAF\u00c9 was na\u00efve , th\u00e9 \u4e2d\u6587"
-    ours = load_tokenizer(tmp_path).encode(text)
-    assert "caf\u00e9" in ours.tokens  # accents kept: the case the defaults changed
-    assert transformers.AutoTokenizer.from_pretrained(tmp_path)(text)["input_ids"] == ours.ids
+    words = Tokenizer(WordLevel({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4, "Caf\u00e9": 5},
+                                unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    words.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
+                                                                                                  ("[SEP]", 3)])
+    text = "The CAF\u00c9 was na\u00efve , th\u00e9 \u4e2d\u6587 Caf\u00e9"
+    for name, tok in (("wordpiece", train_wordpiece(lines, 200)), ("word-level", words)):
+        folder = tmp_path / name
+        BertForMaskedLM(tiny_config(vocab_size=tok.get_vocab_size())).save_pretrained(folder, tokenizer=tok)
+        ours = load_tokenizer(folder).encode(text)
+        assert "caf\u00e9" in ours.tokens or "Caf\u00e9" in ours.tokens  # accents kept: what the defaults changed
+        theirs = transformers.AutoTokenizer.from_pretrained(folder)
+        assert theirs(text)["input_ids"] == ours.ids, name
+        assert (theirs.mask_token, theirs.cls_token, theirs.pad_token_id) == ("[MASK]", "[CLS]", 0), name
 
 
 def _edit(path, fn):

@@ -201,6 +201,27 @@ def test_a_full_disk_at_a_checkpoint_is_one_line(pretrained, tmp_path, corpus, m
         train_mlm.main(pretrain_args(tmp_path / "full", corpus, pretrained / "cache", "--max-steps", "2"))
 
 
+def test_a_first_checkpoint_that_cannot_be_written_leaves_no_checkpoints_folder(pretrained, tmp_path, corpus,
+                                                                               monkeypatch):
+    """The first checkpoint's training state cannot be written (a full disk, a file-size limit): one
+    line, and neither its temporary folder nor an empty checkpoints/ is left (the old code left
+    checkpoints/ empty): the run is as one killed before its first checkpoint, which --resume starts
+    over."""
+    import minibert.run.folders as folders
+    write = folders.write_file
+
+    def full_at_the_training_state(path, data):
+        if path.endswith("training_state.pt"):
+            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), path)
+        return write(path, data)
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(folders, "write_file", full_at_the_training_state)
+    with refusal(r"cannot write the checkpoint of step 2 \(File too large\); stopping \(no checkpoint was written\)"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "2"))
+    assert not (out / "checkpoints").exists()
+
+
 # ---- resume ---------------------------------------------------------------------------------
 
 

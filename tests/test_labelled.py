@@ -7,7 +7,7 @@ import json
 import pytest
 
 import finetune
-from minibert.run.labelled import InputError, read_split, split_rows
+from minibert.run.labelled import InputError, check_label_spellings, read_split, split_rows
 
 from conftest import refusal
 
@@ -203,6 +203,16 @@ def test_a_jsonl_header_record_is_refused(tmp_path, lines, where):
     (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match=rf"train\.jsonl:{where}: a header record"):
         read_split(str(tmp_path / "train.jsonl"))
+
+
+def test_labels_that_are_numbers_are_compared_exactly():
+    """'1' beside '1e0' is one number written two ways (refused; more in the table below); 10^30
+    and 10^30 + 1, or 2^53 and 2^53 + 1, are two numbers, and two classes (a float holds each pair
+    as one number: the old code refused them as one number spelled two ways)."""
+    for labels in ([str(10 ** 30), str(10 ** 30 + 1)], [str(2 ** 53), str(2 ** 53 + 1)]):
+        check_label_spellings(labels, "x")
+    with pytest.raises(InputError, match="are one number spelled two ways"):
+        check_label_spellings(["1", "1e0"], "x")
 
 
 def labelled_tsv(*counts: tuple[str, int]) -> str:

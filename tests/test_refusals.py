@@ -99,6 +99,31 @@ def test_a_folder_without_run_json_is_other_files_even_with_a_checkpoints_folder
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.parametrize("argv,prog", [(["data/prepare.py", "--bogus"], "data/prepare.py"),
+                                       (["-m", "experiments.compare", "--bogus"], "python -m experiments.compare")])
+def test_a_wrong_flag_names_the_command_as_it_is_run(argv, prog):
+    """A wrong flag of data/prepare.py or `python -m experiments.compare`, in a process of its own:
+    the line's advice names a command that runs (the old line said "see prepare.py --help" and "see
+    compare.py --help", which fail from the repository's folder)."""
+    r = subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.endswith(f"(see {prog} --help)\n") and r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.parametrize("name,kind", [("pre", "pretraining"), ("cls", "fine-tuning")])
+def test_a_run_whose_run_json_was_deleted_is_named_as_such(base, corpus, setup, tmp_path, capsys, name, kind):
+    """A pretraining or fine-tuning run with its run.json deleted: still not taken for a run (only
+    run.json says so), but the line says what it looks like and how to put the record back (the old
+    line said "already holds other files; choose another --out", and the user could not tell how
+    to resume it); nothing is changed."""
+    out = copy(base, name, tmp_path)
+    (out / "run.json").unlink()
+    before = snapshot(tmp_path)
+    command = mlm(out, corpus, base, "--resume", "--max-steps", "3") if kind == "pretraining" else ft(setup, out)
+    one_line_refusal(capsys, command, rf"--out {re.escape(str(out))} has no run.json, though all it holds is what a "
+                                      rf'{kind} run writes: if it is one, put {{"kind": "{kind}"}} in \S+run.json')
+    assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("script,extra,pattern", [
     ("finetune", ["--lora-rank", "4", "--lora-modules", "attention.qry"], r"--lora-modules attention.qry: no Linear"),
     ("finetune", ["--checkpoint", "nowhere"], r"--checkpoint nowhere: no such folder.*python data/prepare\.py --minilm"),
@@ -115,6 +140,35 @@ def test_every_check_runs_before_overwrite_removes_the_old_run(base, corpus, set
         mlm(out, corpus, base, "--overwrite", "--max-steps", "2", *extra)
     one_line_refusal(capsys, command, pattern)
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["fill_mask", "attention", "finetune"])
+def test_a_file_given_as_checkpoint_is_named_a_file(setup, tmp_path, capsys, command):
+    """--checkpoint naming a file (a labelled .csv, a checkpoint's config.json): one line saying it is a
+    file, not a folder (the old line said "no such folder" of a file that is there)."""
+    import attention
+    import fill_mask
+    given = tmp_path / "ok.csv"
+    given.write_text("text,label\n")
+    run = {"fill_mask": lambda: fill_mask.main(["--checkpoint", str(given), "the [MASK] ."]),
+           "attention": lambda: attention.main(["--checkpoint", str(given), "--out", str(tmp_path / "a.png")]),
+           "finetune": ft(setup, tmp_path / "out", "--checkpoint", str(given))}[command]
+    one_line_refusal(capsys, run, rf"--checkpoint {re.escape(str(given))}: a file, not a folder")
+
+
+@pytest.mark.parametrize("what,said", [("pipe", "a named pipe, not a file"), ("loop", "a symbolic link that leads to "
+                                                                                      r"nothing \(its target is missing, or a loop\)")])
+def test_a_data_that_is_no_file_is_named_as_what_it_is(setup, tmp_path, capsys, what, said):
+    """--data a named pipe (mine.csv) or a symbolic link in a loop: one line naming what it is (the old
+    line said "no such file or folder" of what is there); the pipe is never opened (it would wait)."""
+    data = tmp_path / "mine.csv"
+    if what == "pipe":
+        os.mkfifo(data)
+    else:
+        (tmp_path / "other").symlink_to(data)
+        data.symlink_to(tmp_path / "other")
+    one_line_refusal(capsys, ft(setup, tmp_path / "out", "--data", str(data)), rf"--data \S+mine.csv: {said}")
+    assert not (tmp_path / "out").exists()
 
 
 def test_checkpoints_are_step_and_digits_ordered_by_number(base, corpus, tmp_path, capsys):

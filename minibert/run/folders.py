@@ -4,6 +4,7 @@ run that are never seen half-written, and JSON files written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -27,6 +28,17 @@ RUN_ENTRIES = {"pretraining": {"checkpoints", "metrics.jsonl", "summary.json", "
                                "attention.png"},
                "fine-tuning": {"metrics.jsonl", "summary.json", "best", "best.tmp", "best.old", "loss.png"},
                "probes": {"results.json", "report.md", "probes_vs_step.png"}}
+
+
+def kind_without_its_record(out: str) -> str | None:
+    """The kind of run whose files are all that `out` holds (its checkpoints/ or best/ among them),
+    when its run.json is missing: a run whose record was deleted, which is still not taken for one
+    (run.json alone says so), but named as such; None otherwise."""
+    if os.path.lexists(os.path.join(out, RUN_FILE)):
+        return None
+    names = {re.sub(r"\.tmp\d+$", "", n) for n in os.listdir(out)} - {LOCK_FILE}
+    return next((kind for kind, entries in RUN_ENTRIES.items()
+                 if names and names <= entries and names & {"checkpoints", "best", "results.json"}), None)
 
 
 def run_kind(out: str) -> str | None:
@@ -81,6 +93,10 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
             f'{{"kind": "{kind}"}}, or another of {", ".join(KINDS)}); put that back if the folder is such a run, '
             f"or choose another {flag}")
     overwrites = kind != "probes"  # probe.py has no --overwrite: no advice about it
+    lost = kind_without_its_record(out) if found == "other files" else None
+    if lost:
+        die(f"{flag} {out} has no {RUN_FILE}, though all it holds is what a {lost} run writes: if it is one, put "
+            f'{{"kind": "{lost}"}} in {os.path.join(out, RUN_FILE)} and run again; or choose another {flag}')
     if found == "other files":
         die(f"{flag} {out} already holds other files; choose another {flag}"
             f"{' (--overwrite only replaces a run)' if overwrites else ''}")
@@ -360,7 +376,7 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
     people; only the newest `keep` are kept (an old one holding anything else, placed_by_hand, is
     left). A failure (a full disk) is an OSError, leaving no temporary folder; a folder of this
     step (one written before and written again after a resume from an earlier step) that holds
-    anything else is a HeldByHand."""
+    anything else is a HeldByHand. A first save that fails leaves no empty checkpoints/ behind."""
     root = os.path.join(out, "checkpoints")
     name = f"step-{step:06d}"
     final, tmp = os.path.join(root, name), os.path.join(root, f".{name}.tmp")
@@ -368,6 +384,7 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
         held = placed_by_hand(path)
         if held:
             raise HeldByHand(f"{path} {held}")
+    first = not os.path.lexists(root)  # checkpoints/ made by this save: not left behind empty if it fails
     try:
         fresh_folder(tmp)
         model.save_pretrained(tmp, tokenizer=tokenizer, metadata={"step": str(step)})
@@ -379,8 +396,12 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
         elif os.path.isdir(final):
             shutil.rmtree(final)
         os.rename(tmp, final)
-    finally:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if first:
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
+        raise
     write_file(os.path.join(root, "latest"), (name + "\n").encode())
     for old in checkpoints(out)[:-keep]:
         if placed_by_hand(old) is None:  # one holding a run or files put there by hand stays, with them

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import os
 import unicodedata
+from decimal import Decimal, InvalidOperation
 
 import torch
 
@@ -240,13 +240,14 @@ def _visible(label: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKC", label) if unicodedata.category(c) != "Cf").casefold()
 
 
-def _number(label: str) -> float | None:
-    """`label` as a finite number ('01' and '1.0' are 1.0), or None for a label that is no number."""
+def _number(label: str) -> Decimal | None:
+    """`label` as an exact finite number ('01' and '1.0' are 1; 10^30 and 10^30 + 1 stay two, as
+    floats would not keep them), or None for a label that is no number."""
     try:
-        value = float(label)
-    except ValueError:
+        value = Decimal(label)
+    except InvalidOperation:
         return None
-    return value if math.isfinite(value) else None
+    return value if value.is_finite() else None
 
 
 def same_text(text: str) -> str:
