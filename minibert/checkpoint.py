@@ -508,7 +508,7 @@ def tokenizer_settings(tokenizer) -> dict:
     which reads tokenizer.json as it is (its BertTokenizer would build its own pipeline, with
     its defaults: accents stripped where minibert's WordPiece keeps them), and the special tokens
     by the names minibert reads them (the unknown-word token as the model names it)."""
-    model = json.loads(tokenizer.to_str()).get("model") or {}
+    model = parse_json(tokenizer.to_str()).get("model") or {}
     return {"tokenizer_class": "PreTrainedTokenizerFast", **SPECIAL_TOKEN_KEYS,
             "unk_token": model.get("unk_token") or SPECIAL_TOKEN_KEYS["unk_token"]}
 
@@ -538,7 +538,7 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, saved_by_
         for key, expected in SPECIAL_TOKEN_KEYS.items():
             named = _token_name(settings.get(key)) if settings else None
             if key == "unk_token":
-                expected = (json.loads(tokenizer.to_str()).get("model") or {}).get("unk_token") or expected
+                expected = (parse_json(tokenizer.to_str()).get("model") or {}).get("unk_token") or expected
             if isinstance(named, str) and named != expected:
                 raise CheckpointError(f"{files[name]} names {key} {named!r}, but {file} reads {expected} as it; "
                                       "transformers follows the first, minibert the second: remove the one that is wrong")
@@ -568,7 +568,7 @@ def _json_object(file: str) -> dict | None:
 def _not_berts_pipeline(tokenizer, settings: dict) -> str | None:
     """How `tokenizer` differs from what transformers' BertTokenizer builds from its vocabulary and
     `settings` (tokenizer_config.json's), in words, or None."""
-    state = json.loads(tokenizer.to_str())
+    state = parse_json(tokenizer.to_str())
     normalizer, pre, model = (state.get(k) or {} for k in ("normalizer", "pre_tokenizer", "model"))
     if normalizer.get("type") != "BertNormalizer" or normalizer.get("clean_text") is not True:
         return f"{_described(normalizer)} is not BERT's normalizer with clean_text"
