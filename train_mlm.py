@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import math
 import os
-import sys
 import time
 
 import torch
@@ -44,9 +43,9 @@ from minibert.run.flags import (AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROB
                                 check_ranges)
 from minibert.run.folders import truncate_metrics, write_json
 from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase, Run, at_max_steps,
-                                      default_short_seq_len, log, new_or_resumed_model, nothing_to_train, phases,
-                                      planned_short_steps, restore, save, short_global_size, start, stop,
-                                      training_state, warmup_length)
+                                      default_short_seq_len, log, new_or_resumed_model, note_a_larger_vocabulary,
+                                      nothing_to_train, phases, planned_short_steps, restore, save, short_global_size,
+                                      start, stop, training_state, warmup_length)
 from minibert.run.training import adamw, autocast, lr_factor, main_first
 
 
@@ -181,9 +180,7 @@ def main(argv=None):
     start_log(run)
     if run.main_process:
         print(describe(run, model))
-        if run.config.vocab_size > args.vocab_size:  # said once every check has passed: WordPiece keeps each character
-            print(f"note: the tokenizer has {run.config.vocab_size:,} tokens, more than --vocab-size {args.vocab_size:,}: "
-                  "the 5 special tokens and every character of the text each need one", file=sys.stderr)
+        note_a_larger_vocabulary(run)  # said once every check has passed
         if not args.no_progress:
             from tqdm import tqdm
             run.progress = tqdm(total=args.max_steps, initial=run.start, unit="step", dynamic_ncols=True)

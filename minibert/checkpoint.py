@@ -484,11 +484,11 @@ def load_tokenizer(path: str | os.PathLike):
         tokenizer = Tokenizer.from_str(text.decode("utf-8"))
     except Exception as e:  # the tokenizers library raises a bare Exception
         raise CheckpointError(f"{file}: not a valid tokenizer.json ({_first_line(e)})") from None
-    _check_tokenizer_belongs(path, file, text, tokenizer)
+    config = _json_object(os.path.join(os.fspath(path), "config.json"))  # None: a tokenizer alone, or damaged
+    _check_tokenizer_belongs(config, file, text, tokenizer)
     _check_vocabulary(file, tokenizer)
     _check_template(file, tokenizer)
-    config = _json_object(os.path.join(os.fspath(path), "config.json")) or {}
-    _check_read_as_transformers_reads(path, file, tokenizer, TOKENIZER_DIGEST in config)
+    _check_read_as_transformers_reads(path, file, tokenizer, parse_json(text), TOKENIZER_DIGEST in (config or {}))
     return tokenizer
 
 
@@ -518,7 +518,7 @@ def _token_name(value):
     return value.get("content") if isinstance(value, dict) else value
 
 
-def _check_read_as_transformers_reads(path: str, file: str, tokenizer, saved_by_minibert: bool) -> None:
+def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: dict, saved_by_minibert: bool) -> None:
     """The tokenizer files transformers reads beside tokenizer.json say what tokenizer.json does,
     so that the two libraries read a text alike; a CheckpointError naming the disagreement
     otherwise (minibert reads tokenizer.json):
@@ -531,14 +531,13 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, saved_by_
       WordPiece settings must be those. A minibert checkpoint saved before minibert wrote
       tokenizer_config.json (its config.json records its tokenizer's digest) is read as it was
       trained; transformers reads it with BERT's defaults. A file that is not a JSON object is
-      left unread, as minibert reads no other key of it."""
+      left unread, as minibert reads no other key of it. `state`: tokenizer.json's content."""
     files = {name: os.path.join(os.fspath(path), name) for name in ("tokenizer_config.json", "special_tokens_map.json")}
     given = {name: _json_object(where) for name, where in files.items()}
+    unk = (state.get("model") or {}).get("unk_token") or SPECIAL_TOKEN_KEYS["unk_token"]
     for name, settings in given.items():
-        for key, expected in SPECIAL_TOKEN_KEYS.items():
+        for key, expected in {**SPECIAL_TOKEN_KEYS, "unk_token": unk}.items():
             named = _token_name(settings.get(key)) if settings else None
-            if key == "unk_token":
-                expected = (parse_json(tokenizer.to_str()).get("model") or {}).get("unk_token") or expected
             if isinstance(named, str) and named != expected:
                 raise CheckpointError(f"{files[name]} names {key} {named!r}, but {file} reads {expected} as it; "
                                       "transformers follows the first, minibert the second: remove the one that is wrong")
@@ -548,7 +547,7 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, saved_by_
     settings = settings or {}
     if settings.get("tokenizer_class") not in _BERT_TOKENIZERS:
         return
-    problem = _not_berts_pipeline(tokenizer, settings)
+    problem = _not_berts_pipeline(tokenizer, state, settings)
     if problem:
         raise CheckpointError(f"transformers reads {path} with its BertTokenizer (tokenizer_config.json's "
                               f"tokenizer_class {settings.get('tokenizer_class')!r}), which builds BERT's own pipeline "
@@ -557,7 +556,7 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, saved_by_
 
 
 def _json_object(file: str) -> dict | None:
-    """The JSON object in `file`, or None (missing, unreadable, not an object)."""
+    """The JSON object in `file`, or None (missing, unreadable, not an object, not JSON)."""
     try:
         settings = parse_json(read_bytes(file))
     except (OSError, ValueError):
@@ -565,10 +564,9 @@ def _json_object(file: str) -> dict | None:
     return settings if isinstance(settings, dict) else None
 
 
-def _not_berts_pipeline(tokenizer, settings: dict) -> str | None:
-    """How `tokenizer` differs from what transformers' BertTokenizer builds from its vocabulary and
-    `settings` (tokenizer_config.json's), in words, or None."""
-    state = parse_json(tokenizer.to_str())
+def _not_berts_pipeline(tokenizer, state: dict, settings: dict) -> str | None:
+    """How `tokenizer` (`state`: its tokenizer.json) differs from what transformers' BertTokenizer
+    builds from its vocabulary and `settings` (tokenizer_config.json's), in words, or None."""
     normalizer, pre, model = (state.get(k) or {} for k in ("normalizer", "pre_tokenizer", "model"))
     if normalizer.get("type") != "BertNormalizer" or normalizer.get("clean_text") is not True:
         return f"{_described(normalizer)} is not BERT's normalizer with clean_text"
@@ -660,16 +658,13 @@ def _check_vocabulary(file: str, tokenizer) -> None:
                               f"{prefix!r}, so every word it must split into pieces would be read as {unk}")
 
 
-def _check_tokenizer_belongs(path, file: str, text: bytes, tokenizer) -> None:
-    """A tokenizer.json beside a config.json must be the one the model was saved with: the
-    sha256 config.json records (minibert's checkpoints), and in any case exactly as many tokens
-    as the model's vocabulary (fewer would leave ids the model can guess with no token to print).
-    A CheckpointError otherwise: the pair does not belong together."""
-    try:
-        config = parse_json(read_bytes(os.path.join(os.fspath(path), "config.json")))
-    except (OSError, ValueError):
-        return  # no config.json (a tokenizer alone), or a damaged one, which loading the model says
-    if not isinstance(config, dict):
+def _check_tokenizer_belongs(config: dict | None, file: str, text: bytes, tokenizer) -> None:
+    """A tokenizer.json beside a config.json (`config`, None without a readable one: a tokenizer
+    alone, or a damaged config, which loading the model says) must be the one the model was saved
+    with: the sha256 config.json records (minibert's checkpoints), and in any case exactly as many
+    tokens as the model's vocabulary (fewer would leave ids the model can guess with no token to
+    print). A CheckpointError otherwise: the pair does not belong together."""
+    if config is None:
         return
     recorded = config.get(TOKENIZER_DIGEST)
     if recorded is not None and recorded != hashlib.sha256(text).hexdigest():

@@ -354,6 +354,15 @@ def resumable_checkpoint(run: Run):
     return None, None, None
 
 
+def note_a_larger_vocabulary(run: Run) -> None:
+    """A note when the tokenizer has more tokens than --vocab-size asked: WordPiece keeps the
+    special tokens and every character of its text, whatever the size asked."""
+    if run.config.vocab_size > run.args.vocab_size:
+        print(f"note: the tokenizer has {run.config.vocab_size:,} tokens, more than --vocab-size "
+              f"{run.args.vocab_size:,}: the 5 special tokens and every character of the text each need one",
+              file=sys.stderr)
+
+
 def note_a_log_gap(out: str, step: int, log_every: int) -> None:
     """A note when the run's metrics.jsonl lacks the records of the steps up to the checkpoint
     it resumes from (cut short or deleted by hand since): the run goes on, its log and plot with a
