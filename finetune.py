@@ -354,7 +354,11 @@ def train(args):
                 sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params))
     t0 = time.time()
     best_epoch = fit(args, model, data, tokenizer, pad_id, plan, device)
-    summary = score(args, data, pad_id, device, plan, best_epoch, t0)
+    try:  # every epoch is done: a Ctrl-C now says that best/ is kept, not yet scored
+        summary = score(args, data, pad_id, device, plan, best_epoch, t0)
+    except KeyboardInterrupt:
+        interrupted(f"the best epoch's model is in {os.path.join(args.out, 'best')}, not yet scored (no summary.json); "
+                    "run again with --overwrite to fine-tune and score afresh, which replaces it")
     summary_path = os.path.join(args.out, "summary.json")
     try:  # a Ctrl-C from here on says what is kept: the results are safe before the baseline runs
         with interrupts_held():

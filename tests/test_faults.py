@@ -23,6 +23,7 @@ import minibert.run.pretraining
 import plot_metrics
 import train_mlm
 from minibert.files import append_line
+from minibert.run import first_line
 from minibert.run.folders import LOCK_FILE, checkpoints, claim_run_folder, write_json
 
 import conftest
@@ -770,14 +771,18 @@ def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path,
     assert checkpoints(str(out))[-1] == str(newest)
 
 
-@pytest.mark.parametrize("when", ["during-the-baseline", "once-the-run-is-whole"])
+@pytest.mark.parametrize("when", ["during-the-scoring", "during-the-baseline", "once-the-run-is-whole"])
 def test_ctrl_c_at_the_end_of_a_fine_tuning_says_what_is_kept(setup, tmp_path, capsys, monkeypatch, when):
-    """A real SIGINT while the bag-of-words baseline runs: summary.json and best/ are on disk, and
-    the line says so (the old line said "run again with --overwrite to fine-tune afresh", which
-    would delete them). One that lands as the last summary is written (the run is whole) changes
-    nothing: exit status 0, every result written (the old code reported the run as cut short)."""
+    """A real SIGINT while the best model is scored, after the last epoch: best/ is on disk, not
+    scored, and the line says so (the old line said "nothing is half-written; run again with
+    --overwrite to fine-tune afresh", as if nothing were kept). One while the bag-of-words baseline
+    runs: summary.json and best/ are on disk, and the line says so (the old line was the same,
+    which would delete them unsaid). One that lands as the last summary is written (the run is
+    whole) changes nothing: exit status 0, every result written (the old code reported the run
+    as cut short)."""
     out = tmp_path / "run"
-    original = {"during-the-baseline": finetune.bag_of_words, "once-the-run-is-whole": finetune.report}[when]
+    original = {"during-the-scoring": finetune.score, "during-the-baseline": finetune.bag_of_words,
+                "once-the-run-is-whole": finetune.report}[when]
 
     def interrupted(*args):
         os.kill(os.getpid(), signal.SIGINT)
@@ -786,7 +791,7 @@ def test_ctrl_c_at_the_end_of_a_fine_tuning_says_what_is_kept(setup, tmp_path, c
     monkeypatch.setattr(finetune, original.__name__, interrupted)
     with ctrl_c_as_a_terminal_gives_it():
         try:
-            if when == "during-the-baseline":
+            if when != "once-the-run-is-whole":
                 with pytest.raises(SystemExit) as e:
                     finetune_run(setup, out, "--epochs", "1")
                 assert e.value.code == 130
@@ -794,9 +799,15 @@ def test_ctrl_c_at_the_end_of_a_fine_tuning_says_what_is_kept(setup, tmp_path, c
                 finetune_run(setup, out, "--epochs", "1")
         except KeyboardInterrupt:  # (the old code) run_script would say its one line for the whole script
             pytest.fail("the Ctrl-C left finetune.main: its line could not say what the run keeps")
-    summary = json.loads((out / "summary.json").read_text())
-    assert (out / "best" / "model.safetensors").is_file() and "test_acc" in summary
+    assert (out / "best" / "model.safetensors").is_file()
     err = capsys.readouterr().err
+    if when == "during-the-scoring":
+        assert err == (f"interrupted: the best epoch's model is in {out / 'best'}, not yet scored (no summary.json); "
+                       "run again with --overwrite to fine-tune and score afresh, which replaces it\n")
+        assert not (out / "summary.json").exists()
+        return
+    summary = json.loads((out / "summary.json").read_text())
+    assert "test_acc" in summary
     if when == "during-the-baseline":
         assert err == (f"interrupted: the results are in {out / 'summary.json'} and the model in {out / 'best'}, "
                        "without the bag-of-words baseline (run again with --overwrite to have it too)\n")
@@ -826,6 +837,20 @@ def test_ctrl_c_pressed_again_as_the_script_stops_is_ignored(tmp_path):
                             "def main():\n    atexit.register(press)\n    try:\n        press()\n"
                             "        time.sleep(5)\n    finally:\n        press()\n        print('stopped in order')\n")
     assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted: cut short\n", "stopped in order\n"), r.stderr
+
+
+@pytest.mark.parametrize("message,line", [
+    ("short enough\nsecond line", "short enough"),
+    ("word " * 23 + "words", "word " * 23 + "words"),  # 120 characters: whole
+    ("word " * 23 + "wordiness and more", "word " * 23 + "..."),  # the word over 120 is dropped whole
+    ("x" * 130, "x" * 120 + " ..."),  # no space to cut at
+    ("", ""),
+])
+def test_a_long_library_message_is_cut_after_a_whole_word(message, line):
+    """A note that quotes torch's or safetensors' message keeps its first line, at most 120
+    characters, cut after the last whole word with " ..." said (the old code cut at character
+    120, mid-word, and said nothing of the cut)."""
+    assert first_line(ValueError(message)) == line
 
 
 def script_of(tmp_path, body: str):

@@ -57,9 +57,14 @@ def die(msg: str):
 
 
 def first_line(error: BaseException, limit: int = 120) -> str:
-    """An exception's message cut to its first line and `limit` characters, for a one-line note;
-    empty for an exception raised without a message (torch.load's EOFError on an empty file)."""
-    return (str(error).splitlines() or [""])[0][:limit]
+    """An exception's message cut to its first line, for a one-line note; past `limit` characters,
+    cut after the last whole word that fits, and " ..." said; empty for an exception raised
+    without a message (torch.load's EOFError on an empty file)."""
+    line = (str(error).splitlines() or [""])[0]
+    if len(line) <= limit:
+        return line
+    words = line[:limit + 1].rsplit(" ", 1)[0] if " " in line[:limit + 1] else line[:limit]
+    return words.rstrip(" ,;:") + " ..."
 
 
 def input_lines(path: str | None, one: str) -> list[str]:
