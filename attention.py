@@ -23,7 +23,7 @@ from minibert.checkpoint import NOT_FINITE
 from minibert.files import no_folder, write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser
-from minibert.run.folders import resolve_checkpoint
+from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot, table
 from minibert.text import plain_tokenizer
 
@@ -40,7 +40,7 @@ def load(path: str):
         model = BertModel.from_pretrained(folder, use_sdpa=False).eval()
         tokenizer = load_tokenizer(folder)
     except (CheckpointError, OSError, ValueError) as e:
-        die(f"--checkpoint {path}: {e}")
+        die(f"--checkpoint {path}: {said_for_its_run(folder, e)}")
     return os.path.basename(os.path.normpath(path)), model, tokenizer
 
 

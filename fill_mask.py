@@ -38,7 +38,7 @@ from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.files import no_folder
 from minibert.run import die, input_lines, run_script
 from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
-from minibert.run.folders import resolve_checkpoint
+from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.training import pick_device
 from minibert.text import one_line
 
@@ -88,7 +88,7 @@ def main(argv=None):
     try:
         model, tokenizer = load_masked_lm(folder), load_tokenizer(folder)
     except (CheckpointError, FileNotFoundError) as e:
-        die(f"cannot load --checkpoint {args.checkpoint}: {e}")
+        die(f"cannot load --checkpoint {args.checkpoint}: {said_for_its_run(folder, e)}")
     texts = (EXAMPLES if args.examples else []) + (args.texts if args.texts or args.examples else read_texts([]))
     try:
         results = fill_mask(model.to(device), tokenizer, texts, k=args.top_k)

@@ -49,7 +49,7 @@ from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
                                          recover_best, set_trainable)
 from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holder, resolve_checkpoint, run_kind,
-                                  write_json)
+                                  said_for_its_run, write_json)
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
 from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser, add_device,
                                 check_ranges)
@@ -123,7 +123,7 @@ def read_labelled(args) -> tuple[Labelled, object]:
             check_label_spellings([y for split in rows.values() for _, y in split], f"--data {args.data}")
         tokenizer = load_tokenizer(args.checkpoint)
     except (InputError, DataError, CheckpointError, FileNotFoundError) as e:
-        die(str(e))
+        die(said_for_its_run(args.checkpoint, e))
     labels = sorted({y for _, y in rows["train"]})
     if len(labels) < 2:
         die(f"{files['train']} has a single label {labels}; classification needs at least two")
@@ -144,7 +144,7 @@ def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
             warnings.simplefilter("ignore")
             config = read_config(args.checkpoint)[0]
     except (CheckpointError, FileNotFoundError) as e:
-        die(f"cannot load --checkpoint {args.checkpoint}: {e}")
+        die(f"cannot load --checkpoint {args.checkpoint}: {said_for_its_run(args.checkpoint, e)}")
     vocab, pad_id = tokenizer.get_vocab_size(), tokenizer.token_to_id("[PAD]")
     if vocab > config.vocab_size or pad_id not in (None, config.pad_token_id):
         die(f"the tokenizer in {args.checkpoint} ({vocab} tokens, [PAD] = {pad_id}) does not belong to its model "
@@ -167,7 +167,7 @@ def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
         model = build_classifier(args.checkpoint, args.head, len(data.labels), dict(enumerate(data.labels)),
                                  args.dropout)
     except (CheckpointError, FileNotFoundError, ValueError) as e:
-        die(f"cannot load --checkpoint {args.checkpoint}: {e}")
+        die(f"cannot load --checkpoint {args.checkpoint}: {said_for_its_run(args.checkpoint, e)}")
     return model, config.pad_token_id if pad_id is None else pad_id
 
 

@@ -136,7 +136,7 @@ def pretraining_figure(plt, records: list[dict], levels: dict | None, name: str)
                           "overfitting) and jumps at it (not diverging)", fontsize=9)
     loss_ax.set_ylabel("masked-token cross-entropy (nats)")
     fig.suptitle(f"{name}: pretraining (masked language modelling{' + next-sentence prediction' if nsp else ''})")
-    loss_ax.legend(loc="upper right")
+    legend(loss_ax, loc="upper right")
     draw(lr_ax, series(records, "lr"), color="C2", label="learning rate")
     lr_ax.set_xlabel("optimizer step")
     lr_ax.set_ylabel("learning rate")
@@ -155,7 +155,7 @@ def next_sentence_axis(ax, records: list[dict]) -> None:
     if chance:
         ax.axhline(chance[-1], color="gray", linestyle=":", label=f"chance on the held-out pairs: {chance[-1]:.2f}")
     ax.set_ylabel("next-sentence accuracy")
-    ax.legend(loc="upper left")  # the short phase, on the left, has no pairs
+    legend(ax, loc="upper left")  # the short phase, on the left, has no pairs
 
 
 def finetuning_figure(plt, records: list[dict], summary: dict, name: str):
@@ -186,9 +186,16 @@ def finetuning_figure(plt, records: list[dict], summary: dict, name: str):
         ax.set_xlabel("epoch")
         ax.set_xticks(sorted({epoch for epoch, _ in accuracy}))
         ax.grid(alpha=0.3)
-        ax.legend()
+        legend(ax)
     fig.tight_layout()
     return fig
+
+
+def legend(ax, **where) -> None:
+    """The legend of `ax`, if anything on it is drawn (a panel whose every value was left out,
+    with its note, gets none, rather than matplotlib's warning on standard error)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**where)
 
 
 def one_record_per_epoch(records: list[dict], metrics_path: str) -> list[dict]:

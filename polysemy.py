@@ -32,7 +32,7 @@ from minibert.files import write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.flags import Parser
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
-from minibert.run.folders import resolve_checkpoint
+from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.probes import run_flags
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, folder_problem, pyplot
 
@@ -121,7 +121,7 @@ def load(path: str, flag: str):
     try:
         return BertModel.from_pretrained(path), load_tokenizer(path)
     except (CheckpointError, FileNotFoundError) as e:
-        die(f"cannot load {flag} {path}: {e}")
+        die(f"cannot load {flag} {path}: {said_for_its_run(path, e)}")
 
 
 def minibert_folder(path: str | None, flag: str, default: str) -> str | None:

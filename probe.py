@@ -49,7 +49,7 @@ from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
 from minibert.run.flags import PROBABILITY, SEED, Parser, add_device, check_ranges
 from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folder, lock_holder, resolve_checkpoint,
-                                   run_kind, write_json)
+                                   run_kind, said_for_its_run, write_json)
 from minibert.run.labelled import InputError, label_subsets, scores
 from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, SUMMARY_FILE, ProbeText, frozen_probes,
                                  labelled_splits, load_mlm, random_twin, run_flags, summary, summary_line)
@@ -80,15 +80,17 @@ def open_spec(spec: str, seeds: dict[str, int]) -> dict:
     if not all(os.path.lexists(os.path.join(path, name)) for name in ("config.json", "tokenizer.json")):
         die(f"{folder} is neither `minilm` nor a checkpoint folder with config.json and tokenizer.json; "
             "pretrain one first with `make run` (it writes runs/mlm-en)")
+    try:
+        mlm, tokenizer = load_mlm(path) if pretrained else random_twin(path, seeds[path]), load_tokenizer(path)
+    except CheckpointError as e:
+        die(said_for_its_run(path, e))
     if pretrained:
-        mlm = load_mlm(path)
         where = os.path.normpath(folder) if path == folder else f"{os.path.normpath(folder)} ({os.path.basename(path)})"
         name = f"minibert {where}"
     else:
-        mlm = random_twin(path, seeds[path])
         name = f"random init ({os.path.normpath(folder)}'s config and tokenizer, seed {seeds[path]})"
     return finite_on_a_word({"name": name, "spec": spec, "path": path, "mlm": mlm, "encoder": mlm.bert,
-                             "tokenizer": load_tokenizer(path)})
+                             "tokenizer": tokenizer})
 
 
 @torch.no_grad()
@@ -468,12 +470,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     args.command = "python probe.py " + " ".join(argv if argv is not None else sys.argv[1:])
     check_ranges(p, args, {"seq_len": AT_LEAST_5, "mask_prob": PROBABILITY, "seed": SEED})
+    given = args.budgets
     try:
-        args.budgets = tuple(None if b.strip() == "all" else int(b) for b in args.budgets.split(","))
+        args.budgets = tuple(None if b.strip() == "all" else int(b) for b in given.split(","))
     except ValueError:
-        p.error(f"--budgets {args.budgets}: give numbers or `all`, comma-separated")
+        p.error(f"--budgets {given}: give numbers or `all`, comma-separated")
     if len(set(args.budgets)) < len(args.budgets) or any(b is not None and b < 2 for b in args.budgets):
-        p.error(f"--budgets {args.budgets}: each at least 2, none named twice")
+        p.error(f"--budgets {given}: each at least 2, none named twice")
     if not args.summary:
         check_run_folder(args.out, "probes", resume=True)  # before any probe runs
     args.device = pick_device(args.device)
@@ -486,8 +489,11 @@ def main(argv=None):
         args.labelled_folder = labelled_folder("zh" if args.corpus == "zh" else "en", root=root)
         if args.summary:
             (path,) = folders
-            numbers = summary(path, args.corpus_folder, args.labelled_folder, args.budgets[0], args.seeds[path],
-                              args.seq_len, args.mask_prob, args.device)
+            try:
+                numbers = summary(path, args.corpus_folder, args.labelled_folder, args.budgets[0], args.seeds[path],
+                                  args.seq_len, args.mask_prob, args.device)
+            except CheckpointError as e:
+                die(said_for_its_run(path, e))
             line = summary_line(numbers)
             print(line)
             keep_summary(args.summary, numbers)

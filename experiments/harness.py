@@ -31,7 +31,7 @@ from minibert.model import init_weights
 from minibert.run import die
 from minibert.run.classification import classifier_on, logits_of, set_trainable
 from minibert.run.finetuning import BestEpoch, Recipe, epoch_batches, fine_tune
-from minibert.run.folders import resolve_checkpoint
+from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.labelled import read_split, scores, split_files, token_ids, truncate
 from minibert.text import pad_batch
 
@@ -101,7 +101,7 @@ class Encoder:
             if not pretrained:
                 read_config(path)
         except (CheckpointError, FileNotFoundError) as e:
-            die(f"--encoders {spec}: {e}")
+            die(f"--encoders {spec}: {said_for_its_run(path, e)}")
         enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0, pretrained=pretrained)
         for s in ("train", "valid", "test"):
             enc.tokens[s] = token_ids(tok, getattr(task, s).texts)  # untruncated: each study cuts its own

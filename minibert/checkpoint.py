@@ -118,7 +118,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     st, index, binary = _weight_files(path)
     odd = next((f for f in (st, index, binary) if os.path.lexists(f) and not os.path.isfile(f)), None)
     if odd is not None:  # a folder or a named pipe where the weights go: named as such, not as missing
-        raise CheckpointError(f"{odd} is {not_a_file(odd)}; {_DAMAGED}")
+        raise CheckpointError(f"{odd} is {not_a_file(odd)}; {DAMAGED}")
     if os.path.isfile(st):
         return _read_safetensors(st)
     if os.path.isfile(index):
@@ -165,7 +165,7 @@ def read_header(file: str) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
         if not isinstance(metadata, dict):
             raise ValueError("__metadata__ is not an object")
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
-        raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {_DAMAGED}") from None
+        raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {DAMAGED}") from None
     return shapes, metadata
 
 
@@ -203,7 +203,7 @@ def check_sizes(config: BertConfig, shapes: dict[str, tuple[int, ...]], source: 
         problems.append(f"config.json says {config.num_hidden_layers} layers, the weights hold {len(layers)}")
     if problems:
         raise CheckpointError(f"{source}: config.json does not match the weights ({'; '.join(problems[:3])}); "
-                              f"{_DAMAGED}")
+                              f"{DAMAGED}")
 
 
 _BERT_PREFIXES = ("bert.", "embeddings.", "encoder.", "pooler.", "cls.", "classifier.")  # HF's names, any head
@@ -228,7 +228,7 @@ _SAFETENSORS_DTYPES = {
 _DTYPE_BYTES = {**{name: dtype.itemsize for dtype, name in _SAFETENSORS_DTYPES.items()},
                 "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}  # every dtype safetensors names
 
-_DAMAGED = "the checkpoint is damaged — re-save or re-download it"
+DAMAGED = "the checkpoint is damaged — re-save or re-download it"
 # what a command says when finite weights still give NaN or inf (too large for float32: a LayerNorm weight of 1e38)
 NOT_FINITE = "computes numbers that are not finite from its weights (they overflow float32): the checkpoint is damaged"
 
@@ -241,7 +241,7 @@ def _read_safetensors(file: str) -> dict[str, torch.Tensor]:
     try:
         return load_file(file)
     except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {_DAMAGED}") from None
+        raise CheckpointError(f"{file}: not a readable safetensors file ({_first_line(e)}); {DAMAGED}") from None
 
 
 def _shard_files(index: str) -> list[str]:
@@ -249,10 +249,10 @@ def _shard_files(index: str) -> list[str]:
     try:
         d = parse_json(read_bytes(index))
     except ValueError as e:
-        raise CheckpointError(f"{index}: not valid JSON ({_first_line(e)}); {_DAMAGED}") from None
+        raise CheckpointError(f"{index}: not valid JSON ({_first_line(e)}); {DAMAGED}") from None
     weight_map = d.get("weight_map") if isinstance(d, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
-        raise CheckpointError(f'{index}: no "weight_map" {{tensor name: shard file}}; {_DAMAGED}')
+        raise CheckpointError(f'{index}: no "weight_map" {{tensor name: shard file}}; {DAMAGED}')
     outside = sorted({f for f in weight_map.values() if os.path.basename(f) != f or f in ("", ".", "..")
                       or (os.altsep and os.altsep in f)})
     if outside:
@@ -283,7 +283,7 @@ def _read_bin(file: str) -> dict[str, torch.Tensor]:
     odd = [k for k, v in state.items() if not isinstance(k, str) or v.layout != torch.strided]
     if odd:
         raise CheckpointError(f"{file}: {odd[0]!r} is not a name of a dense tensor; a state dict maps names "
-                              f"to dense tensors; {_DAMAGED}")
+                              f"to dense tensors; {DAMAGED}")
     return state
 
 
@@ -346,7 +346,7 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
                        if k in state and own[expected[k]].is_floating_point() and not state[k].is_floating_point())
     if not_float:  # integers or booleans would be cast to floats and computed with, silently
         raise CheckpointError(f"{source} holds weights that are not floating-point numbers: {', '.join(not_float[:3])}"
-                              f"{' ...' if len(not_float) > 3 else ''}; {_DAMAGED}")
+                              f"{' ...' if len(not_float) > 3 else ''}; {DAMAGED}")
     if missing or unexpected or mismatched:
         parts = [(t, x) for t, x in (("missing from the checkpoint", missing),
                                      ("unexpected in the checkpoint", unexpected),
@@ -488,7 +488,7 @@ def load_tokenizer(path: str | os.PathLike):
     _check_tokenizer_belongs(config, file, text, tokenizer)
     _check_vocabulary(file, tokenizer)
     _check_template(file, tokenizer)
-    _check_read_as_transformers_reads(path, file, tokenizer, parse_json(text), TOKENIZER_DIGEST in (config or {}))
+    _check_read_as_transformers_reads(path, file, tokenizer, parse_json(text), config or {})
     return tokenizer
 
 
@@ -501,6 +501,8 @@ SPECIAL_TOKEN_KEYS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "
 _NORMALIZER_SETTINGS = {"do_lower_case": (True, "A", "a", "A"), "strip_accents": (None, "\u00e0", "a", "\u00e0"),
                         "tokenize_chinese_chars": (True, "\u4e2d", " \u4e2d ", "\u4e2d")}
 _BERT_TOKENIZERS = (None, "BertTokenizer", "BertTokenizerFast")  # tokenizer_class values that mean BertTokenizer
+# tokenizer_class values with which transformers reads tokenizer.json as it is (its generic fast tokenizer)
+_AS_IT_IS = ("PreTrainedTokenizerFast", "TokenizersBackend")
 
 
 def tokenizer_settings(tokenizer) -> dict:
@@ -518,12 +520,16 @@ def _token_name(value):
     return value.get("content") if isinstance(value, dict) else value
 
 
-def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: dict, saved_by_minibert: bool) -> None:
+def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: dict, config: dict) -> None:
     """The tokenizer files transformers reads beside tokenizer.json say what tokenizer.json does,
     so that the two libraries read a text alike; a CheckpointError naming the disagreement
     otherwise (minibert reads tokenizer.json):
     - tokenizer_config.json or special_tokens_map.json naming a special token minibert reads by
-      name ([CLS], [SEP], [MASK], [PAD], the unknown-word token) as another;
+      name ([CLS], [SEP], [MASK], [PAD], the unknown-word token) as another, or making special a
+      token tokenizer.json does not hold as an added token (_check_no_other_special_tokens);
+    - a tokenizer_class other than BertTokenizer and the generic fast tokenizer (transformers builds
+      that class's own pipeline), named by tokenizer_config.json or, where that names none, by
+      config.json (`config`), as transformers looks for it; tokenizer_config.json's split_special_tokens;
     - a folder transformers reads with its BertTokenizer (tokenizer_class BertTokenizer, or none):
       it builds BERT's pipeline from the vocabulary and do_lower_case, strip_accents,
       tokenize_chinese_chars (each missing one at its default: true, null, true; strip_accents
@@ -532,6 +538,7 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: di
       tokenizer_config.json (its config.json records its tokenizer's digest) is read as it was
       trained; transformers reads it with BERT's defaults. A file that is not a JSON object is
       left unread, as minibert reads no other key of it. `state`: tokenizer.json's content."""
+    saved_by_minibert = TOKENIZER_DIGEST in config
     files = {name: os.path.join(os.fspath(path), name) for name in ("tokenizer_config.json", "special_tokens_map.json")}
     given = {name: _json_object(where) for name, where in files.items()}
     unk = (state.get("model") or {}).get("unk_token") or SPECIAL_TOKEN_KEYS["unk_token"]
@@ -541,18 +548,46 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: di
             if isinstance(named, str) and named != expected:
                 raise CheckpointError(f"{files[name]} names {key} {named!r}, but {file} reads {expected} as it; "
                                       "transformers follows the first, minibert the second: remove the one that is wrong")
-    settings = given["tokenizer_config.json"]
-    if settings is None and saved_by_minibert:
+        _check_no_other_special_tokens(files[name], file, settings or {}, state)
+    settings = given["tokenizer_config.json"] or {}
+    named_in = files["tokenizer_config.json"] if settings.get("tokenizer_class") else os.path.join(path, "config.json")
+    kind = settings.get("tokenizer_class") or config.get("tokenizer_class")
+    if given["tokenizer_config.json"] is None and saved_by_minibert and kind is None:
         return
-    settings = settings or {}
-    if settings.get("tokenizer_class") not in _BERT_TOKENIZERS:
+    if kind not in _BERT_TOKENIZERS + _AS_IT_IS:
+        raise CheckpointError(f"{named_in} names tokenizer_class {kind!r}: transformers builds "
+                              f"that class's own pipeline, whatever {file} says, and minibert reads {file}: name "
+                              "BertTokenizer or PreTrainedTokenizerFast (which reads tokenizer.json as it is)")
+    if settings.get("split_special_tokens"):
+        raise CheckpointError(f"{files['tokenizer_config.json']} sets split_special_tokens: transformers would split "
+                              "a [MASK] typed in a text into pieces, minibert reads it as its one token: remove it")
+    if kind in _AS_IT_IS:
         return
     problem = _not_berts_pipeline(tokenizer, state, settings)
     if problem:
-        raise CheckpointError(f"transformers reads {path} with its BertTokenizer (tokenizer_config.json's "
-                              f"tokenizer_class {settings.get('tokenizer_class')!r}), which builds BERT's own pipeline "
-                              f"whatever {file} says, and {problem}; transformers would read text otherwise than "
-                              "minibert: make the two agree")
+        named = f"tokenizer_class {kind!r}" if kind else "no tokenizer_class named"
+        raise CheckpointError(f"transformers reads {path} with its BertTokenizer ({named}), which builds BERT's own "
+                              f"pipeline whatever {file} says, and {problem}; transformers would read text otherwise "
+                              "than minibert: make the two agree")
+
+
+def _check_no_other_special_tokens(where: str, file: str, settings: dict, state: dict) -> None:
+    """Every token that `settings` (tokenizer_config.json's or special_tokens_map.json's) makes
+    special (bos_token, eos_token, additional_special_tokens, extra_special_tokens,
+    added_tokens_decoder; the five of SPECIAL_TOKEN_KEYS are checked by name, as minibert reads
+    them) is one tokenizer.json (`state`) already holds among its added tokens:
+    transformers reads such a token apart from any word around it ("the" in "there"), and
+    minibert reads tokenizer.json; a CheckpointError naming the token otherwise."""
+    named = [value for key, value in settings.items() if key.endswith("_token") and key not in SPECIAL_TOKEN_KEYS]
+    for key in ("additional_special_tokens", "extra_special_tokens", "added_tokens_decoder"):
+        listed = settings.get(key) or []
+        named += list(listed.values()) if isinstance(listed, dict) else listed if isinstance(listed, list) else []
+    added = {token.get("content") for token in state.get("added_tokens") or [] if isinstance(token, dict)}
+    for token in (_token_name(value) for value in named):
+        if isinstance(token, str) and token not in added:
+            raise CheckpointError(f"{where} makes {token!r} a special token, which {file} does not hold among its "
+                                  "added tokens: transformers would read it apart from any word around it, minibert "
+                                  "as tokenizer.json does: remove it, or add it to tokenizer.json's added_tokens")
 
 
 def _json_object(file: str) -> dict | None:
@@ -568,6 +603,10 @@ def _not_berts_pipeline(tokenizer, state: dict, settings: dict) -> str | None:
     """How `tokenizer` (`state`: its tokenizer.json) differs from what transformers' BertTokenizer
     builds from its vocabulary and `settings` (tokenizer_config.json's), in words, or None."""
     normalizer, pre, model = (state.get(k) or {} for k in ("normalizer", "pre_tokenizer", "model"))
+    for key in _NORMALIZER_SETTINGS:  # transformers cannot build its pipeline from another value
+        value = settings.get(key, False)
+        if not isinstance(value, bool) and not (key == "strip_accents" and value is None):
+            return f"its {key} is {json.dumps(value)}, not true or false"
     if normalizer.get("type") != "BertNormalizer" or normalizer.get("clean_text") is not True:
         return f"{_described(normalizer)} is not BERT's normalizer with clean_text"
     wanted = {key: settings.get(key, default) for key, (default, *_) in _NORMALIZER_SETTINGS.items()}

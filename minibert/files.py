@@ -188,6 +188,54 @@ def unlock(f) -> None:
         fcntl.flock(f, fcntl.LOCK_UN)
 
 
+_READ_HELD: dict[str, int] = {}  # folder (its real path) -> the descriptor read_held keeps open, oldest first
+_MOST_HELD = 8  # a process reads one checkpoint at a time: older holds than these eight are let go
+
+
+def read_held(folder: str) -> bool:
+    """Hold a shared lock on `folder` while this process runs (the kernel lets go when it exits),
+    so that a process deleting it through `delete_unless_read` leaves it: a checkpoint a training
+    run would prune is kept while another command reads it (the eight latest holds are kept). Waits
+    while a deletion holds it; False if the folder is gone by then (deleted before the lock), True
+    otherwise. POSIX only; elsewhere no lock (True while the folder is there)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return False
+    if fcntl is None:
+        os.close(fd)
+        return os.path.isdir(folder)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    if not os.path.isdir(folder):  # deleted while this lock waited for the deletion's
+        os.close(fd)
+        return False
+    with contextlib.suppress(KeyError, OSError):
+        os.close(_READ_HELD.pop(os.path.realpath(folder)))  # held already: once is enough
+    _READ_HELD[os.path.realpath(folder)] = fd
+    while len(_READ_HELD) > _MOST_HELD:
+        os.close(_READ_HELD.pop(next(iter(_READ_HELD))))
+    return True
+
+
+def delete_unless_read(folder: str) -> bool:
+    """Delete `folder` unless another process holds it through `read_held` (False: left for now);
+    this process's own hold ends first (its commands run one after another: the read is over).
+    POSIX only; elsewhere it is deleted."""
+    with contextlib.suppress(KeyError, OSError):
+        os.close(_READ_HELD.pop(os.path.realpath(folder)))
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False
+        shutil.rmtree(folder)
+        return True
+    finally:
+        os.close(fd)
+
+
 def append_line(path: str, line: str) -> None:
     """Append one line (a newline is added) to a log file, created if missing; never through a link."""
     fd = open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)

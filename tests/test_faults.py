@@ -19,12 +19,13 @@ import torch
 
 import fill_mask
 import finetune
+import minibert.run.folders
 import minibert.run.pretraining
 import plot_metrics
 import train_mlm
 from minibert.files import append_line
 from minibert.run import first_line
-from minibert.run.folders import LOCK_FILE, checkpoints, claim_run_folder, write_json
+from minibert.run.folders import LOCK_FILE, checkpoints, claim_run_folder, resolve_checkpoint, write_json
 
 import conftest
 from conftest import refusal
@@ -544,6 +545,64 @@ def test_a_run_moved_into_another_by_hand_is_never_deleted_with_it(pretrained, s
     shutil.copytree(pretrained / "run", os.path.join(oldest, "moved"), ignore=shutil.ignore_patterns(LOCK_FILE))
     train_mlm.main(pretrain_args(run, corpus, pretrained / "cache", "--resume", "--max-steps", "8", "--keep", "1"))
     assert os.path.isfile(os.path.join(oldest, "moved", "run.json")) and len(checkpoints(str(run))) == 2
+
+
+def test_a_checkpoint_another_command_reads_is_not_pruned_under_it(pretrained, tmp_path, corpus):
+    """A command given a pretraining run (here resolve_checkpoint in another process, as
+    fill_mask.py and finetune.py call it) holds the run's newest checkpoint, step 4, while it runs.
+    A resume of the run to step 8 with --keep 1 prunes steps 2 and 6 but leaves step 4 (the old
+    code deleted it under the reader); once the reader has ended, the next save prunes it."""
+    out = copy_run(pretrained, tmp_path)
+    hold = "import sys; from minibert.run.folders import resolve_checkpoint; print(resolve_checkpoint(sys.argv[1]))"
+    hold += "; sys.stdout.flush(); input()"
+    reader = subprocess.Popen([sys.executable, "-c", hold, str(out)], cwd=conftest.REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": conftest.REPO})
+    try:
+        assert reader.stdout.readline().strip() == str(out / "checkpoints" / "step-000004")
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "8", "--keep", "1"))
+        assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000004", "step-000008"]
+    finally:
+        reader.communicate("\n", timeout=60)
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "10", "--keep", "1"))
+    assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000010"]
+
+
+def test_a_checkpoint_pruned_as_it_is_picked_is_passed_over(pretrained, tmp_path, monkeypatch):
+    """The run prunes its newest checkpoint, step 4, between the listing and the hold (here the
+    hold deletes it first, as a save of the run would): the newest one left, step 2, is read."""
+    out = copy_run(pretrained, tmp_path)
+    real = minibert.run.folders.read_held
+
+    def pruned_first(folder):
+        if folder.endswith("step-000004"):
+            shutil.rmtree(folder)
+        return real(folder)
+    monkeypatch.setattr(minibert.run.folders, "read_held", pruned_first)
+    assert resolve_checkpoint(str(out)) == str(out / "checkpoints" / "step-000002")
+
+
+def test_a_damaged_checkpoint_of_a_run_names_what_mends_it(pretrained, setup, tmp_path, corpus, capsys):
+    """The newest checkpoint of a pretraining run (step 4) has a model.safetensors cut to 10 bytes.
+    fill_mask.py and finetune.py given the run say it is damaged and, since a training run's own
+    checkpoint cannot be re-saved or re-downloaded, name the run's step 2 and a resume (the old
+    code said "re-save or re-download it"); a resume does pass it over. The same folder copied out
+    of the run, a checkpoint like any other, keeps the general advice."""
+    out = copy_run(pretrained, tmp_path)
+    step4 = out / "checkpoints" / "step-000004"
+    (step4 / "model.safetensors").write_bytes((step4 / "model.safetensors").read_bytes()[:10])
+    mends = (rf"the checkpoint is damaged — give an earlier checkpoint of the run \({re.escape(str(step4)[:-1])}2\), "
+             rf"or resume the run \(train_mlm.py --out {re.escape(str(out))} --resume\), which passes a damaged "
+             r"checkpoint over$")
+    with refusal(r"^error: cannot load --checkpoint \S+: \S*step-000004/model.safetensors: not a readable safetensors "
+                 rf"file \(.*\); {mends}"):
+        fill_mask.main(["--checkpoint", str(out), "a [MASK] ."])
+    with refusal(r"^error: cannot load --checkpoint \S*step-000004: .*" + mends):
+        finetune_run(setup, tmp_path / "ft", "--checkpoint", str(out))
+    shutil.copytree(step4, tmp_path / "alone")
+    with refusal(r"the checkpoint is damaged — re-save or re-download it$"):
+        fill_mask.main(["--checkpoint", str(tmp_path / "alone"), "a [MASK] ."])
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
+    assert "resumed at step 2 from " in capsys.readouterr().out and checkpoints(str(out))[-1].endswith("step-000006")
 
 
 @pytest.mark.parametrize("into", ["step-000004", ".step-000004.tmp"])

@@ -368,6 +368,62 @@ def test_a_folder_transformers_reads_otherwise_than_its_tokenizer_json_is_refuse
     assert code == 1 and err.count("\n") == 1 and re.search(said, err), err
 
 
+@pytest.mark.parametrize("file,settings,said", [
+    ("tokenizer_config.json", {"tokenizer_class": "DistilBertTokenizer"}, "names tokenizer_class 'DistilBertTokenizer'"),
+    ("tokenizer_config.json", {"tokenizer_class": "ElectraTokenizer"}, "names tokenizer_class 'ElectraTokenizer'"),
+    ("tokenizer_config.json", {"tokenizer_class": "RobertaTokenizer"}, "names tokenizer_class 'RobertaTokenizer'"),
+    ("tokenizer_config.json", {"additional_special_tokens": ["the"]}, "makes 'the' a special token"),
+    ("tokenizer_config.json", {"extra_special_tokens": {"x_token": "the"}}, "makes 'the' a special token"),
+    ("tokenizer_config.json", {"bos_token": "the"}, "makes 'the' a special token"),
+    ("tokenizer_config.json", {"added_tokens_decoder": {"7": {"content": "the", "special": True}}},
+     "makes 'the' a special token"),
+    ("special_tokens_map.json", {"eos_token": {"content": "the"}}, "special_tokens_map.json makes 'the' a special"),
+    ("tokenizer_config.json", {"split_special_tokens": True}, "sets split_special_tokens"),
+    ("tokenizer_config.json", {"tokenizer_class": "BertTokenizer", **AGREES, "do_lower_case": "yes"},
+     'its do_lower_case is "yes", not true or false'),
+    ("config.json", {"tokenizer_class": "RobertaTokenizer"}, "config.json names tokenizer_class 'RobertaTokenizer'"),
+    ("tokenizer_config.json", {"tokenizer_class": "TokenizersBackend", "bos_token": "[CLS]", "eos_token": "[SEP]",
+                               "additional_special_tokens": ["[MASK]"]}, None),
+    ("config.json", {"tokenizer_class": "PreTrainedTokenizerFast"}, None),
+], ids=["distilbert-class", "electra-class", "roberta-class", "additional-special-the", "extra-special-the",
+        "bos-the", "added-tokens-decoder-the", "map-eos-the", "split-special-tokens", "lower-case-yes",
+        "config-roberta-class", "agrees", "config-generic-class-agrees"])
+def test_tokenizer_files_that_make_transformers_read_otherwise_are_refused(base, tmp_path, file, settings, said):
+    """transformers reads the text through tokenizer_config.json and special_tokens_map.json too:
+    a tokenizer_class other than BERT's or the generic fast one builds that class's own pipeline
+    (DistilBERT's and ELECTRA's strip accents by default: "thé" as "the"; RoBERTa's reads
+    bytes); a token made special that tokenizer.json does not hold as one is read apart from any
+    word ("there" as "the" + "##re"); split_special_tokens splits a typed [MASK]; a do_lower_case
+    that is no boolean stops transformers. Each is shown to read other ids than tokenizer.json
+    (or not to load), and each is refused in one line (the old code answered silently, for other
+    ids than transformers'). Special tokens tokenizer.json holds already change nothing. Without a
+    tokenizer_config.json, transformers takes the class config.json names, as minibert now does
+    (the old code refused the generic class there, saying transformers would read the folder with
+    its BertTokenizer, and read it silently otherwise as RoBERTa's byte-level pipeline)."""
+    import transformers
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    if file == "tokenizer_config.json":
+        settings = {"tokenizer_class": "PreTrainedTokenizerFast", **settings}
+    if file == "config.json":  # a folder not saved by minibert, with no tokenizer_config.json
+        (ckpt / "tokenizer_config.json").unlink()
+        config = json.loads((ckpt / "config.json").read_text())
+        config.pop("tokenizer_sha256")
+        settings = {**config, **settings}
+    (ckpt / file).write_text(json.dumps(settings))
+    text = "there is th\u00e9 [MASK] ."
+    ours = Tokenizer.from_file(str(ckpt / "tokenizer.json")).encode(text).ids
+    try:
+        theirs = transformers.AutoTokenizer.from_pretrained(ckpt)(text)["input_ids"]
+    except TypeError:  # do_lower_case "yes"
+        theirs = None
+    code, out, err = script("fill_mask.py", "--checkpoint", str(ckpt), "the [MASK] .")
+    if said is None:
+        assert theirs == ours and (code, err) == (0, ""), err
+        return
+    assert theirs != ours
+    assert code == 1 and err.count("\n") == 1 and said in err, err
+
+
 def test_a_tokenizer_set_to_truncate_or_pad_does_not_change_a_word_vector(setup):
     """A tokenizer.json saved with truncation at 4 tokens and padding to 100 (more than the
     model's positions): polysemy's word vectors are those of the plain tokenizer, not NaN (the
@@ -646,6 +702,26 @@ def test_plot_metrics_skips_values_too_large_to_draw(tmp_path, capsys):
     (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 1, "train_loss": 1e309}\n{"step": 2, "train_loss": NaN}\n')
     with refusal(r"metrics.jsonl: none of its 2 logged losses can be drawn \(each is NaN, infinite"):
         plot_metrics.main([str(tmp_path / "run" / "metrics.jsonl"), "--out", str(tmp_path / "run" / "loss.png")])
+
+
+def test_plot_metrics_reads_a_byte_order_mark_and_draws_no_empty_legend(tmp_path):
+    """A metrics.jsonl saved by an editor with a byte-order mark: its first record is drawn, with no
+    note (the old code left it out as "no record", as the labelled-file readers do not). A
+    fine-tuning run whose only accuracy cannot be drawn (2.5): one note, and no legend on the empty
+    panel (the old code let matplotlib warn "No artists with labels found to put in legend" on
+    standard error, a second line)."""
+    (tmp_path / "bom").mkdir()
+    (tmp_path / "bom" / "metrics.jsonl").write_bytes(
+        b'\xef\xbb\xbf{"step": 1, "train_loss": 3.0}\n{"step": 2, "train_loss": 2.0}\n')
+    code, out, err = script("plot_metrics.py", str(tmp_path / "bom" / "metrics.jsonl"))
+    assert code == 0 and "are no record" not in err and err.startswith("note: no unigram"), err
+    assert xy(line_of(plot_metrics.figure(str(tmp_path / "bom" / "metrics.jsonl")).axes[0], "training loss")) == \
+        ([1, 2], [3.0, 2.0])
+    (tmp_path / "cls").mkdir()
+    (tmp_path / "cls" / "metrics.jsonl").write_text('{"step": 10, "epoch": 1, "train_loss": 0.7, "valid_loss": 0.6, '
+                                                    '"valid_acc": 2.5}\n')
+    code, out, err = script("plot_metrics.py", str(tmp_path / "cls" / "metrics.jsonl"))
+    assert code == 0 and err.count("\n") == 1 and err.startswith("note: "), err
 
 
 def test_probes_rewritten_without_a_plot_leave_no_old_plot(tmp_path):

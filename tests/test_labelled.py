@@ -106,13 +106,16 @@ def test_split_rows_is_stratified_seeded_and_the_same_on_every_machine():
 
 
 @pytest.mark.parametrize("copy", [lambda t: t, lambda t: t + " ", lambda t: t.upper(), lambda t: t.replace(" ", "  "),
-                                  lambda t: t + "\u200b"],
-                         ids=["the-same", "a-trailing-space", "capitalised", "spaced-twice", "a-zero-width-space"])
+                                  lambda t: t + "\u200b", lambda t: t.replace(" ", " \x01", 1),
+                                  lambda t: t.replace(" ", " \x7f\x9f", 1)],
+                         ids=["the-same", "a-trailing-space", "capitalised", "spaced-twice", "a-zero-width-space",
+                              "a-control-character", "del-and-a-c1-control"])
 def test_split_rows_keeps_each_label_share_and_no_text_in_two_splits(copy):
     """300 rows, 3 labels of 100 with every text written twice (50 distinct texts a label), the
     second time as written or with a trailing space, capitalised, spaced twice or with a zero-width
-    space (what an uncased BERT reads alike: the old code took each of those for another text,
-    and put copies of test sentences in training): round(50 x 0.1) = 5 texts a label to
+    space or a control character (U+0001, DEL, U+009F: what an uncased BERT reads alike, its
+    normalizer dropping invisible and control characters: the old code took each of those for
+    another text, and put copies of test sentences in training): round(50 x 0.1) = 5 texts a label to
     validation and 5 to test, each with both its rows; so validation and test hold 30 rows each,
     10 of every label, training 240; every row lands exactly once, and no text sits in two splits."""
     rows = [(f"{label} text {i % 50}" if i < 50 else copy(f"{label} text {i % 50}"), label)
@@ -122,7 +125,8 @@ def test_split_rows_keeps_each_label_share_and_no_text_in_two_splits(copy):
         assert len(split[name]) == size
         assert all(sum(y == label for _, y in split[name]) == size // 3 for label in "xyz"), name
     assert sorted(split["train"] + split["valid"] + split["test"]) == sorted(rows)
-    texts = {name: {" ".join(t.lower().replace("\u200b", "").split()) for t, _ in split[name]} for name in split}
+    texts = {name: {" ".join("".join(c for c in t.lower() if c not in "\u200b\x01\x7f\x9f").split())
+                    for t, _ in split[name]} for name in split}
     assert not (texts["train"] & texts["valid"] or texts["train"] & texts["test"] or texts["valid"] & texts["test"])
 
 
@@ -205,6 +209,18 @@ def test_a_jsonl_header_record_is_refused(tmp_path, lines, where):
         read_split(str(tmp_path / "train.jsonl"))
 
 
+@pytest.mark.parametrize("content", ["great\tpos\nbad film\tneg\nawful film\tneg\n",
+                                     "a good film\tsentiment\ndull\tsentiment\nworse\tother\n",
+                                     "a film\twith\ta tab\tpos\nno tab here\tneg\n"],
+                         ids=["a one-word first text of a label of its own", "a class named sentiment", "one tab"])
+def test_rows_that_only_look_like_a_header_or_extra_columns_are_read(tmp_path, content):
+    """Controls for the header and column checks: a first row whose label no other row gives but
+    is no column's name, a class that is called "sentiment" on several rows, and a tab inside
+    some texts (not every row's) are read as rows."""
+    (tmp_path / "train.tsv").write_text(content)
+    assert len(read_split(str(tmp_path / "train.tsv"))) == 3 - content.startswith("a film")
+
+
 def test_labels_that_are_numbers_are_compared_exactly():
     """'1' beside '1e0' is one number written two ways (refused; more in the table below); 10^30
     and 10^30 + 1, or 2^53 and 2^53 + 1, are two numbers, and two classes (a float holds each pair
@@ -235,6 +251,18 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
      r"^error: the labels 'food' and 'food\\u200b' of --data \S+ differ only in how their characters are encoded"),
     ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("\uff46\uff4f\uff4f\uff44", 3)), [],
      r"^error: the labels 'food' and '\\uff46\\uff4f\\uff4f\\uff44' of --data \S+ differ only in how"),
+    ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ('"food"', 3)), [],
+     r"""^error: the labels '"food"' and 'food' of --data \S+ differ only in quotes around them or in white space"""),
+    ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("\u2018food\u2019", 3)), [],
+     r"^error: the labels 'food' and '\u2018food\u2019' of --data \S+ differ only in quotes"),
+    ("mine.tsv", labelled_tsv(("very good", 20), ("bad", 20), ("very  good", 3)), [],
+     r"^error: the labels 'very  good' and 'very good' of --data \S+ differ only in quotes around them or in white"),
+    ("mine.tsv", "review\tsentiment\n" + labelled_tsv(("pos", 20), ("neg", 20)), [],
+     r"^error: \S+mine\.tsv:1: the first row 'review<TAB>sentiment' is a header, but a \.tsv header is text<TAB>label"),
+    ("mine.tsv", "id\ttext\tlabel\n" + "".join(f"{i}\tfilm {i}\t{'pos' if i % 2 else 'neg'}\n" for i in range(40)), [],
+     r"^error: \S+mine\.tsv:1: the first row 'id<TAB>text<TAB>label' is a header"),
+    ("mine.tsv", "".join(f"{i}\tfilm {i}\t{'pos' if i % 2 else 'neg'}\n" for i in range(40)), [],
+     r"^error: \S+mine\.tsv: every row holds 3 or more tab-separated cells, but a \.tsv row is text<TAB>label"),
     ("mine.jsonl", '{"text": "text", "label": "label"}\n' + "".join(
         json.dumps({"text": f"film {i}", "label": "pos" if i % 2 else "neg"}) + "\n" for i in range(40)), [],
      r"^error: \S+mine\.jsonl:1: a header record"),
@@ -244,7 +272,9 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
     ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)), ["--valid-fraction", "0.9"],
      r"^error: --valid-fraction \+ --test-fraction must be below 1.*0\.9 \+ 0\.1"),
 ], ids=["a few case variants beside a big label", "True beside true", "1.0 beside 1", "01 beside 1",
-        "an accent decomposed beside composed", "a zero-width space", "full-width letters", "jsonl header record",
+        "an accent decomposed beside composed", "a zero-width space", "full-width letters", "quoted",
+        "typographic quotes", "two spaces", "a header of other names", "a header of three columns", "three columns",
+        "jsonl header record",
         "a fraction with no such file", "fractions summing to 1", "a valid fraction summing to 1 with the default test"])
 def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, name, content, flags, message):
     """finetune.py on one --data file (or none): the cause of the refusal, not what it leads to.
@@ -255,7 +285,11 @@ def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, nam
     held-out fractions that leave nothing to train on are a flag error (exit 2). (The old code said "label 'POS' has 1 distinct text(s), too few to hold out ...;
     add rows of it" for the first five, which adding rows never mends, for the fractions too, and
     for the missing file that a fraction splits one --data file, not a set with its own splits; and
-    the three Unicode twins trained a class of each spelling.)"""
+    the three Unicode twins trained a class of each spelling.) A label in quotes beside the same
+    without, or spaced otherwise, is a class written two ways too; a .tsv header of other column
+    names, or rows of three columns (an id first), are named as such. (The old code trained a class
+    of each quoting or spacing, called the header's "sentiment" a class too small to hold out, and
+    read each id into its row's text.)"""
     data = tmp_path / (name or "nosuch.tsv")
     if content is not None:
         data.write_text(content)

@@ -426,3 +426,11 @@ def test_a_data_root_that_cannot_hold_the_data_is_one_line(tmp_path, tiny_run, u
     with refusal(r"^error: the data cache \S+afile\S*: .*Not a directory"):
         command.main(["--summary", str(tiny_run), "--data-root", str(root), "--budgets", "40"])
 
+
+@pytest.mark.parametrize("budgets", ["all,all", "1", "5,5", "ten"])
+def test_a_bad_budgets_flag_is_named_as_given(tmp_path, capsys, budgets):
+    """--budgets is refused as a flag error (exit status 2) that quotes it as typed (the old line
+    said "--budgets (None, None)" for `all,all`, a value the user never wrote)."""
+    with pytest.raises(SystemExit) as e:
+        command.main(["--summary", str(tmp_path), "--budgets", budgets])
+    assert e.value.code == 2 and f"--budgets {budgets}: " in capsys.readouterr().err

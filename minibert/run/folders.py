@@ -13,8 +13,9 @@ import shutil
 
 import torch
 
-from ..files import (fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes, remove_left_temporaries,
-                     sha256_of, try_lock, unlock, write_file)
+from ..checkpoint import DAMAGED
+from ..files import (delete_unless_read, fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes,
+                     read_held, remove_left_temporaries, sha256_of, try_lock, unlock, write_file)
 from . import die, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
@@ -302,21 +303,44 @@ def latest_checkpoint(out: str) -> str | None:
 
 def resolve_checkpoint(path: str) -> str:
     """A checkpoint folder as given, or a pretraining run folder's newest checkpoint (one line
-    if the run has none yet)."""
+    if the run has none yet). A pretraining run's checkpoint is held (files.read_held) for as long
+    as the command runs: a run still training does not prune it while it is read; one it pruned
+    between the listing and the hold is passed over for the newest then."""
     if os.path.lexists(os.path.join(path, "config.json")):
+        if run_kind(os.path.dirname(os.path.dirname(os.path.abspath(path)))) == "pretraining":
+            read_held(path)  # gone already: loading it says so
         return path
-    latest = latest_checkpoint(path)
-    if latest is None and run_kind(path) in ("fine-tuning", "probes"):
-        die(f"{path} is a {run_kind(path)} run, not a checkpoint or a train_mlm.py run folder"
-            + (f"; its model is {os.path.join(path, 'best')}" if run_kind(path) == "fine-tuning" else ""))
-    if latest is None and run_kind(path) == "pretraining":
-        die(f"{path} is a pretraining run with no checkpoint yet; wait for its first one (--save-every), "
-            "or give a checkpoint folder")
-    if latest is not None and not os.path.lexists(os.path.join(latest, "config.json")):
-        held = placed_by_hand(latest)
-        die(f"{path}: its newest checkpoint folder {latest} {held or 'holds no config.json'}; move it out of "
-            "checkpoints/, or give a checkpoint folder")
-    return latest or path
+    for _ in range(10):
+        latest = latest_checkpoint(path)
+        if latest is None and run_kind(path) in ("fine-tuning", "probes"):
+            die(f"{path} is a {run_kind(path)} run, not a checkpoint or a train_mlm.py run folder"
+                + (f"; its model is {os.path.join(path, 'best')}" if run_kind(path) == "fine-tuning" else ""))
+        if latest is None and run_kind(path) == "pretraining":
+            die(f"{path} is a pretraining run with no checkpoint yet; wait for its first one (--save-every), "
+                "or give a checkpoint folder")
+        if latest is not None and not os.path.lexists(os.path.join(latest, "config.json")):
+            held = placed_by_hand(latest)
+            die(f"{path}: its newest checkpoint folder {latest} {held or 'holds no config.json'}; move it out of "
+                "checkpoints/, or give a checkpoint folder")
+        if latest is None or read_held(latest):
+            return latest or path
+    die(f"{path}: its newest checkpoint was pruned ten times in a row as it was about to be read; give a "
+        "checkpoint folder")
+
+
+def said_for_its_run(folder: str, error: Exception) -> str:
+    """What a checkpoint that cannot be loaded says. One of a pretraining run's own checkpoints
+    said to be damaged is not mended by a re-save or a re-download: the advice names what mends
+    it, an earlier checkpoint of the run or a resume (which passes a damaged checkpoint over)."""
+    message = str(error)
+    run = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
+    if not message.endswith(DAMAGED) or run_kind(run) != "pretraining":
+        return message
+    earlier = [c for c in checkpoints(run) if step_of(c) < step_of(folder)] if is_checkpoint_name(
+        os.path.basename(os.path.abspath(folder))) else []
+    instead = f"give an earlier checkpoint of the run ({earlier[-1]}), or " if earlier else ""
+    return (f"{message[:-len(DAMAGED)]}the checkpoint is damaged — {instead}resume the run "
+            f"(train_mlm.py --out {run} --resume), which passes a damaged checkpoint over")
 
 
 # what a checkpoint folder holds: save_checkpoint's files, and the other weight files a checkpoint is read from
@@ -405,7 +429,7 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
     write_file(os.path.join(root, "latest"), (name + "\n").encode())
     for old in checkpoints(out)[:-keep]:
         if placed_by_hand(old) is None:  # one holding a run or files put there by hand stays, with them
-            shutil.rmtree(old)
+            delete_unless_read(old)  # one another command reads (resolve_checkpoint) stays until a later save
     return final
 
 
@@ -422,7 +446,7 @@ def metric_records(path: str):
     """The records of a metrics.jsonl, in order: JSON objects with an integer "step", one a line
     (white space around it, a form feed too, is no part of it). A line a crash cut short, or any
     line that is not such a record, is skipped."""
-    for line in read_bytes(path).decode("utf-8", errors="replace").split("\n"):
+    for line in read_bytes(path).decode("utf-8-sig", errors="replace").split("\n"):  # -sig: a BOM is no text
         try:
             record = parse_json(line.strip())
         except ValueError:

@@ -83,7 +83,34 @@ def read_split(path: str) -> list[tuple[str, str]]:
             raise InputError(f"{path}:{n}: empty label")
     if not rows:
         raise InputError(f"{path} holds no examples")
+    if not path.endswith((".csv", ".jsonl")):
+        _check_columns(path, rows)
     return [(text, label.strip()) for _, text, label in rows]
+
+
+# what a header row's label column is called in the labelled sets one finds (a first row with one of
+# these as its label, on no other row, is a header that does not name its columns text and label)
+_LABEL_COLUMNS = ("label", "labels", "class", "category", "sentiment", "target", "tag", "polarity", "emotion",
+                  "intent", "topic", "y")
+
+
+def _check_columns(path: str, rows: list[tuple[int, str, str]]) -> None:
+    """A .tsv read as text<TAB>label: a first row that is a header with other column names
+    (`review<TAB>sentiment`, `id<TAB>text<TAB>label`: one word a cell, a label column's name that
+    no other row gives) would be an example of a class of one row, and a file whose every row
+    holds more than two tab-separated cells (an id column) would read each text with the cells
+    before it (the last tab splits); an InputError naming either."""
+    n, text, label = rows[0]
+    cells = text.split("\t") + [label]
+    if _bare(label) in _LABEL_COLUMNS and all(len(cell.split()) == 1 for cell in cells) \
+            and all(other.strip() != label.strip() for _, _, other in rows[1:]):
+        raise InputError(f"{path}:{n}: the first row {'<TAB>'.join(cells)!r} is a header, but a .tsv header is "
+                         "text<TAB>label: name its columns so, or remove it")
+    if len(rows) > 1 and all("\t" in text for _, text, _ in rows):
+        fewest = min(text.count("\t") for _, text, _ in rows) + 2
+        raise InputError(f"{path}: every row holds {fewest} or more tab-separated cells, but a .tsv row is "
+                         "text<TAB>label (a tab inside a text is read as part of it): give the text and label "
+                         "columns only")
 
 
 def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
@@ -216,12 +243,14 @@ def check_label_spellings(labels, where: str) -> None:
     """An InputError if two of `labels` are one class written two ways: the same but for case
     ('POS', 'pos'), the same once Unicode's compatibility form is taken and invisible characters are
     dropped (an accent composed or decomposed, full-width letters, a zero-width space: labels that
-    print alike), or the same finite number ('1', '1.0', '01'). Each way would train a class of its
+    print alike), the same but for quotes around them or white space ('"food"', 'food'; 'very
+    good', 'very  good'), or the same finite number ('1', '1.0', '01'). Each way would train a class of its
     own, most likely from a typo. Checked before any label's rows are counted, so that the typo is
     named rather than a label too small to hold out."""
     for same, why, name in ((str.casefold, "differ only in case", repr),
                             (_visible, "differ only in how their characters are encoded (accents composed or "
                                        "not, full-width letters or invisible characters)", ascii),
+                            (_unquoted, "differ only in quotes around them or in white space", repr),
                             (_number, "are one number spelled two ways", repr)):
         ways: dict[object, list[str]] = {}
         for label in sorted(set(labels)):
@@ -236,8 +265,20 @@ def check_label_spellings(labels, where: str) -> None:
 
 def _visible(label: str) -> str:
     """`label` as it reads: NFKC's compatibility form (é composed, ｆ as f), without format characters
-    (Unicode category Cf: zero-width spaces and joiners, a byte-order mark), case folded."""
-    return "".join(c for c in unicodedata.normalize("NFKC", label) if unicodedata.category(c) != "Cf").casefold()
+    (Unicode category Cf: zero-width spaces and joiners, a byte-order mark), control characters
+    other than white space (Cc: U+0001, DEL, U+009F, which BERT's normalizer drops too) and U+FFFD,
+    case folded."""
+    return "".join(c for c in unicodedata.normalize("NFKC", label) if c.isspace() or (
+        unicodedata.category(c) not in ("Cf", "Cc") and c != "\ufffd")).casefold()
+
+
+_QUOTES = "\"'`\u2018\u2019\u201c\u201d\u00ab\u00bb"  # straight, typographic and angle quotes
+
+
+def _unquoted(label: str) -> str:
+    """`label` as it reads (_visible) without quotes around it, its runs of white space as one
+    space: '"food"', "'food'" and 'food' are one class, and so are 'very good' and 'very  good'."""
+    return " ".join(_visible(label).strip(_QUOTES + " ").split())
 
 
 def _number(label: str) -> Decimal | None:
