@@ -22,7 +22,7 @@ from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.checkpoint import NOT_FINITE
 from minibert.files import no_folder, write_file
 from minibert.run import die, run_script
-from minibert.run.flags import Parser
+from minibert.run.flags import Parser, utf8_text
 from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot, table
 from minibert.text import plain_tokenizer
@@ -119,8 +119,8 @@ def main(argv=None):
     p.add_argument("--checkpoint", nargs="+", required=True, metavar="FOLDER",
                    help="checkpoint or train_mlm.py run folders (a run: its newest checkpoint), drawn one below "
                         "another")
-    p.add_argument("--text", default=TEXT, help=f"segment A (default: {TEXT!r})")
-    p.add_argument("--next", default=NEXT, help=f"segment B (default: {NEXT!r})")
+    p.add_argument("--text", default=TEXT, type=utf8_text, help=f"segment A (default: {TEXT!r})")
+    p.add_argument("--next", default=NEXT, type=utf8_text, help=f"segment B (default: {NEXT!r})")
     p.add_argument("--out", help="the picture (.png, .pdf, .svg; default: attention.png in the first folder)")
     args = p.parse_args(argv)
     if not args.text.strip() or not args.next.strip():

@@ -37,7 +37,7 @@ from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.files import no_folder
 from minibert.run import die, input_lines, run_script
-from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
+from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges, utf8_text
 from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.training import pick_device
 from minibert.text import one_line
@@ -73,7 +73,8 @@ def read_texts(texts: list[str]) -> list[str]:
 
 def main(argv=None):
     p = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("texts", nargs="*", help="texts holding [MASK] (default: one per line from standard input)")
+    p.add_argument("texts", nargs="*", type=utf8_text,
+                   help="texts holding [MASK] (default: one per line from standard input)")
     p.add_argument("--checkpoint", required=True,
                    help="a masked-LM checkpoint folder (HF's layout), or a train_mlm.py run folder (its newest checkpoint)")
     p.add_argument("--top-k", type=int, default=5, help="tokens shown for each [MASK] (default: 5)")

@@ -311,6 +311,23 @@ def report(summary: dict) -> None:
               "model (--checkpoint)")
 
 
+@torch.no_grad()
+def check_every_token(args, model, data: Labelled, pad_id: int) -> None:
+    """Finite weights too large for float32 (an embedding row of 3e38) give NaN only on the texts
+    that hold their token: said before --out is claimed, not as a NaN validation or test score. The
+    first training batch is read, then every token id of the three splits once, in full rows as
+    long as the longest text (so every position the texts use is read too)."""
+    ids = [row for s in ("train", "valid", "test") for row in data.encoded[s]["ids"]]
+    used, longest = sorted({i for row in ids for i in row}), max(len(row) for row in ids)
+    n_rows = -(-len(used) // longest)  # every id once, every row full
+    cycle = (used * (n_rows * longest // len(used) + 1))[:n_rows * longest]
+    rows = {"ids": [cycle[i:i + longest] for i in range(0, len(cycle), longest)]}
+    first, _ = next(batches(data.encoded["train"], args.batch_size, pad_id))
+    for batch in [first, *(batch_of(rows, r, pad_id) for r in torch.arange(n_rows).split(args.batch_size))]:
+        if not bool(torch.isfinite(logits_of(model.eval(), batch)).all()):
+            die(f"--checkpoint {args.checkpoint}: the model {NOT_FINITE}")
+
+
 def train(args):
     """Checks first (the run folder, the data, the checkpoint), then --out is claimed; fit, then
     the test split is scored once with the best checkpoint, beside the baselines."""
@@ -340,10 +357,7 @@ def train(args):
         wrapped = set_trainable(model, method, args.lora_rank, args.lora_alpha, targets, train_pooler=new_pooler)
     except ValueError as e:
         die(f"--lora-modules {args.lora_modules}: {e}")
-    with torch.no_grad():  # finite weights too large for float32: said before --out is claimed, not at the first step
-        first, _ = next(batches(data.encoded["train"], args.batch_size, pad_id))
-        if not bool(torch.isfinite(logits_of(model.eval(), first)).all()):
-            die(f"--checkpoint {args.checkpoint}: the model {NOT_FINITE}")
+    check_every_token(args, model, data, pad_id)
     model.train()
     lock = claim_run_folder(args.out, "fine-tuning", overwrite=args.overwrite, inputs=inputs)  # every check done
     if new_pooler:

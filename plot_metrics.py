@@ -31,6 +31,7 @@ from minibert.run.flags import Parser
 from minibert.run.folders import KINDS, metric_records, read_json, run_kind
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot
+from minibert.text import not_utf8
 
 
 # ---- reading the records ----------------------------------------------------------------------
@@ -227,8 +228,13 @@ def figure(metrics_path: str):
     why = "NaN, infinite, not a number or beyond 1e100"
     if any(number(v) and v < 0 for v in losses):
         why = f"below 0, {why}"
-    lines = sum(bool(line.strip()) for line in read_bytes(metrics_path).decode("utf-8", errors="replace").split("\n"))
+    raw = read_bytes(metrics_path)
+    lines = sum(bool(line.strip()) for line in raw.decode("utf-8", errors="replace").split("\n"))
     if not records and lines:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            die(f"{metrics_path}: {not_utf8(e)}")
         die(f"{metrics_path}: none of its lines is a record of a run's log (a JSON object with an integer "
             "step); give the metrics.jsonl of a train_mlm.py or finetune.py run")
     if not losses:
@@ -236,7 +242,8 @@ def figure(metrics_path: str):
             "plot it once the run has logged a step")
     if len(records) < lines:
         print(f"note: {lines - len(records):,} of the {lines:,} lines of {metrics_path} are no record (a JSON object "
-              "with an integer step: a line a crash cut short, or one written by hand); they are left out of the plot",
+              "with an integer step, each key once: a line a crash cut short, or one written by hand); they are left out "
+              "of the plot",
               file=sys.stderr)
     if left_out == len(losses):
         die(f"{metrics_path}: none of its {len(losses):,} logged losses can be drawn (each is {why}): the run "

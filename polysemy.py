@@ -34,6 +34,7 @@ from minibert.run.flags import Parser
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
 from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.probes import run_flags
+from minibert.text import plain_tokenizer
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, folder_problem, pyplot
 
 # More English words in two senses each, two sentences per sense (both nouns, so the senses are
@@ -164,7 +165,12 @@ class Language:
 
 def checked_table(name: str, language: str, model, tokenizer, sentences: dict, pairs, where: str) -> list:
     """[(model name, language, rows)], or one line naming `where` (the flag and its folder) for a
-    model whose vectors are not finite (finite weights too large for float32)."""
+    model too short for the sentences or whose vectors are not finite (finite weights too large for
+    float32)."""
+    longest = max(len(plain_tokenizer(tokenizer).encode(sentence).ids) for sentence, _ in sentences.values())
+    if longest > model.config.max_position_embeddings:
+        die(f"{where}: the model reads at most {model.config.max_position_embeddings} positions, and a sentence of "
+            f"the {language} sense pairs is {longest} tokens long; give a model of {longest} positions or more")
     try:
         return [(name, language, polysemy_table(name, model, tokenizer, sentences, pairs))]
     except CheckpointError as e:

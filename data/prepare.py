@@ -43,7 +43,7 @@ import zipfile
 from minibert.files import LEADS_NOWHERE, not_a_file, parse_json, read_bytes, read_problem, remove_left_temporaries, write_file
 from minibert.run import os_problem, run_script
 from minibert.run.flags import Parser
-from minibert.text import other_break
+from minibert.text import not_utf8, other_break
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
@@ -419,7 +419,7 @@ def prepare_text(out_dir: str, files: list[str], texts: list[bytes]) -> dict:
         try:
             documents += text_documents(data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
         except UnicodeDecodeError as e:
-            raise DataError(f"cannot read {path}: {e}") from None
+            raise DataError(f"cannot read {path}: {not_utf8(e)}") from None
     if not documents:
         raise DataError(f"no text in {', '.join(files)}: give UTF-8 files with one document per line, or blank "
                         "lines between documents")

@@ -92,12 +92,15 @@ class CheckpointError(ValueError):
 
 
 class NotFiniteError(CheckpointError):
-    """A checkpoint whose weights hold an inf or a nan; `tensors` names them (HF's names)."""
+    """A checkpoint whose weights hold an inf or a nan, or (`too_large`) float64 values beyond
+    float32's range, which the model's float32 copy would hold as inf; `tensors` names them (HF's
+    names)."""
 
-    def __init__(self, source: str, tensors: list[str]):
+    def __init__(self, source: str, tensors: list[str], too_large: bool = False):
         self.tensors = tensors
         shown = ", ".join(tensors[:3]) + (" ..." if len(tensors) > 3 else "")
-        super().__init__(f"{source} holds weights that are not finite (inf or nan) in {shown}; nothing was loaded")
+        what = "too large for float32 (float64 values beyond 3.4e38)" if too_large else "not finite (inf or nan)"
+        super().__init__(f"{source} holds weights that are {what} in {shown}; nothing was loaded")
 
 
 def to_hf_name(name: str) -> str:
@@ -294,10 +297,14 @@ def _listing(title: str, items: list[str], limit: int = 20) -> str:
 
 def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: str = "checkpoint") -> None:
     """Copy HF-named `state` into `model`, strictly (see the module docstring)."""
-    not_finite = sorted(k for k, v in state.items()
-                        if v.is_floating_point() and not bool(torch.isfinite(v.float()).all()))  # .float(): fp8 too
+    not_finite = sorted(k for k, v in state.items() if v.is_floating_point()  # .float(): fp8 too; float64 as it is
+                        and not bool(torch.isfinite(v if v.dtype == torch.float64 else v.float()).all()))
     if not_finite:  # every tensor of the file, also a head this model drops and a tied alias: the file is bad
         raise NotFiniteError(source, not_finite)
+    too_large = sorted(k for k, v in state.items()
+                       if v.dtype == torch.float64 and not bool(torch.isfinite(v.float()).all()))
+    if too_large:
+        raise NotFiniteError(source, too_large, too_large=True)
     own = model.state_dict()
     expected = {to_hf_name(k): k for k in own}  # HF name -> our name
     is_base = not any(k.startswith("bert.") for k in expected)

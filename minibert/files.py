@@ -247,9 +247,16 @@ def parse_json(text: str | bytes):
     """json.loads whose every failure is a one-line ValueError: also JSON nested deeper than
     Python's stack (a RecursionError) and an integer longer than Python converts (4300 digits:
     a plain ValueError, not a JSONDecodeError). A file that is not UTF-8 is a UnicodeDecodeError,
-    also a ValueError."""
+    also a ValueError; so is a string escape of half a UTF-16 pair (`"\\ud800"`), which no
+    text holds (it could not be written out or tokenized)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
+        if _SURROGATE_ESCAPE.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+            json.dumps(value, ensure_ascii=False).encode("utf-8")  # a lone half of a pair cannot be encoded
+        return value
+    except UnicodeEncodeError:
+        raise ValueError("a string holds half of a UTF-16 surrogate pair (an escape like \\ud800 alone), "
+                         "which is no text") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -257,6 +264,8 @@ def parse_json(text: str | bytes):
     except ValueError as e:
         raise ValueError(f"a number too long to read ({str(e).split(':')[0]})") from None
 
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where a lone surrogate may come from: \uD800-\uDFFF
 
 # each JSON object read as its (key, value) pairs: every key as given, a repeated one too
 _PAIRS = json.JSONDecoder(object_pairs_hook=list)

@@ -24,6 +24,16 @@ def lines_of(text: str) -> list[str]:
     return re.split(r"\r\n|\r|\n", text.removesuffix("\n").removesuffix("\r")) if text else []
 
 
+def not_utf8(e: UnicodeDecodeError) -> str:
+    """Why a file's bytes are not read as text, and the fix, for a message: the first byte that is
+    no UTF-8 and where; a UTF-16 file (its byte-order mark first) or a Latin-1 one is named."""
+    head = bytes(e.object[:2])
+    kind = ("; the file starts with a UTF-16 byte-order mark" if head in (b"\xff\xfe", b"\xfe\xff")
+            else "")
+    return (f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start:,} is no UTF-8{kind}): save it as UTF-8 "
+            "(e.g. iconv -f LATIN1 -t UTF-8, or -f UTF-16)")
+
+
 # the characters other than \n and \r at which str.splitlines() (and so some editor) breaks a line: not line ends here
 OTHER_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 

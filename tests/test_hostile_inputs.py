@@ -120,6 +120,25 @@ def test_a_config_warning_waits_for_the_load_to_succeed(base, tmp_path, command)
     assert code == 0 and out and err == "warning: BertConfig: ignoring unknown config keys ['flash_magic']\n", err
 
 
+@pytest.mark.parametrize("command", ["fill-mask-no-mask", "predict-control-line", "attention-too-long"])
+def test_a_config_warning_is_not_said_before_a_later_refusal(base, tmp_path, command):
+    """A config.json with a key minibert does not know (a warning), whose model loads, then an input
+    the command refuses after the load: a text without [MASK], a line of control characters alone,
+    a pair longer than the model's positions. The refusal is the ONE line on standard error (the
+    old code said the warning first: two lines)."""
+    src = base / "cls" / "best" if command.startswith("predict") else base / "pre" / "checkpoints" / "step-000002"
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(src, ckpt)
+    config = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**config, "flash_magic": True}))
+    argv, stdin = {"fill-mask-no-mask": (["fill_mask.py", "--checkpoint", str(ckpt)], "a good film .\n"),
+                   "predict-control-line": (["finetune.py", "predict", "--model", str(ckpt)], "\x01\x02\n"),
+                   "attention-too-long": (["attention.py", "--checkpoint", str(ckpt), "--text", "word " * 300,
+                                           "--out", str(tmp_path / "a.png")], None)}[command]
+    code, out, err = script(*argv, stdin=stdin)
+    assert code == 1 and out == "" and err.count("\n") == 1 and err.startswith("error: "), err
+
+
 # ---- labelled files: labels and rows that would bend the output -------------------------------
 
 
@@ -1125,6 +1144,36 @@ def test_an_overflow_only_a_long_text_reaches_is_said_before_any_output_and_not_
         assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize("split", ["valid", "test"])
+def test_an_overflow_only_a_validation_or_test_text_reaches_is_refused_before_the_run(setup, tmp_path, split):
+    """The embedding rows of the tokens of "xxx", which only one validation (or test) row holds, set
+    to +-3e38: finite, but the embedding LayerNorm's variance overflows on them, so only that row
+    gives NaN. Fine-tuning checked the first training batch alone, trained, and reported "validation
+    loss nan" (or a test accuracy scored on NaN logits) with exit status 0; now every token of the
+    three splits is read before --out is claimed: one line, and no run folder."""
+    from minibert import load_tokenizer
+    ckpt, data = tmp_path / "ckpt", tmp_path / "data"
+    shutil.copytree(setup / "ckpt", ckpt)
+    shutil.copytree(setup / "data", data)
+    with open(data / f"{split}.tsv", "a") as f:
+        f.write("the film was xxx\tpos\n")
+    tok = load_tokenizer(str(ckpt))
+    in_train = {i for line in (data / "train.tsv").read_text().splitlines() for i in tok.encode(line.split("\t")[0]).ids}
+    only_there = set(tok.encode("xxx", add_special_tokens=False).ids) - in_train
+    assert only_there
+
+    def overflow_on_xxx(tensors):
+        rows = tensors["bert.embeddings.word_embeddings.weight"]                     # (V, C)
+        for i in only_there:
+            rows[i] = torch.tensor([3e38, -3e38]).repeat(rows.shape[1] // 2)          # finite; its variance is not
+
+    rewrite_file(ckpt, overflow_on_xxx)
+    with refusal(r"^error: --checkpoint \S+: the model computes numbers that are not finite from its weights"):
+        finetune.main(["--checkpoint", str(ckpt), "--data", str(data), "--out", str(tmp_path / "run"), "--epochs", "1",
+                       "--batch-size", "8", "--no-progress"])
+    assert not (tmp_path / "run").exists()
+
+
 def test_exercise_refuses_weights_that_overflow_before_it_prints(base, tmp_path, capsys, monkeypatch):
     """exercise.py on a MiniLM whose intermediate weights overflow float32: exercise 1 printed a
     NaN loss, then exercise 3 stopped in a traceback (a CheckpointError nobody caught). Now one
@@ -1136,3 +1185,65 @@ def test_exercise_refuses_weights_that_overflow_before_it_prints(base, tmp_path,
     with refusal(r"the model computes numbers that are not finite .*delete data/cache/minilm"):
         exercise.main([])
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("case", ["id2label-surrogate", "fill-mask-argument", "attention-argument", "prepare-latin-1",
+                                  "corpus-latin-1", "plot-utf-16", "float64-too-large"])
+def test_what_cannot_be_read_as_written_is_one_line_naming_why(base, tmp_path, case):
+    """Bytes that are no text, and numbers no float32 holds, each through the real command: a
+    config.json label holding a JSON escape of half a surrogate pair (the old code: a
+    UnicodeEncodeError traceback when predict printed it); a command-line text holding bytes that
+    are not UTF-8 (a TypeError traceback from the tokenizer); a Latin-1 text to prepare or pretrain
+    on, and a UTF-16 metrics.jsonl to plot (Python's codec message, or "none of its lines is a
+    record", with no fix); float64 weights of 1e300, finite in the file but inf in float32 (called
+    "not finite (inf or nan)", which the file is not). One line each, naming the cause."""
+    from data import prepare
+    import fill_mask
+    latin = tmp_path / "mine.txt"
+    latin.write_bytes("Un caf\xe9 au lait, s'il vous pla\xeet.\n\n".encode("latin-1") * 40)
+    if case == "id2label-surrogate":
+        ckpt = copy(base, "cls", tmp_path) / "best"
+        config = json.loads((ckpt / "config.json").read_text())
+        config["id2label"] = {k: f"{v}@" for k, v in config["id2label"].items()}
+        (ckpt / "config.json").write_text(json.dumps(config).replace("@", "\\ud800", 1))
+        (tmp_path / "in.txt").write_text("a good film\n")
+        run, pattern = (lambda: finetune.main(["predict", "--model", str(ckpt), "--file", str(tmp_path / "in.txt")]),
+                        r"config\.json is not valid JSON: a string holds half of a UTF-16 surrogate pair")
+    elif case in ("fill-mask-argument", "attention-argument"):
+        ckpt = str(base / "pre" / "checkpoints" / "step-000002")
+        run = (lambda: fill_mask.main(["--checkpoint", ckpt, "the \udcff [MASK]"])) if case.startswith("fill") else \
+            (lambda: attention.main(["--checkpoint", ckpt, "--text", "the \udcff film", "--out", str(tmp_path / "a.png")]))
+        pattern = r"^error: argument (texts|--text): 'the \\xff (\[MASK\]|film)' is not UTF-8 text \(see \S+ --help\)$"
+    elif case == "prepare-latin-1":
+        run = lambda: prepare.main(["--corpus", "mine", "--text", str(latin), "--root", str(tmp_path / "cache")])  # noqa: E731
+        pattern = r"^error: cannot read \S+mine\.txt: not UTF-8 text \(byte 0xe9 at offset 6 is no UTF-8\): save it as UTF-8"
+    elif case == "corpus-latin-1":
+        run = lambda: train_mlm.main(pretrain_args(tmp_path / "run", latin, tmp_path / "cache"))  # noqa: E731
+        pattern = r"^error: cannot read \S+mine\.txt: not UTF-8 text \(byte 0xe9 at offset 6 is no UTF-8\): save it as UTF-8"
+    elif case == "plot-utf-16":
+        (tmp_path / "metrics.jsonl").write_bytes('{"step": 1, "train_loss": 2.0}\n'.encode("utf-16"))
+        run = lambda: plot_metrics.main([str(tmp_path / "metrics.jsonl")])  # noqa: E731
+        pattern = r"metrics\.jsonl: not UTF-8 text \(byte 0xff at offset 0 is no UTF-8; the file starts with a UTF-16 byte"
+    else:
+        ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+
+        def to_float64(tensors):
+            tensors = {k: v.double() for k, v in tensors.items()}
+            tensors["cls.predictions.bias"][0] = 1e300                                   # finite in float64 only
+            return tensors
+        rewrite_file(ckpt, to_float64)
+        run = lambda: fill_mask.main(["--checkpoint", str(ckpt), "a [MASK] ."])  # noqa: E731
+        pattern = r"holds weights that are too large for float32 \(float64 values beyond 3\.4e38\) in cls\.predictions\.bias"
+    with refusal(pattern):
+        run()
+
+
+def test_a_metrics_record_giving_a_key_twice_is_left_out_and_said(tmp_path, capsys):
+    """A metrics.jsonl record that gives train_loss twice (2.0, then 99): which value counts is
+    unsaid, so the record is no record: left out of the plot, with the note that counts such lines
+    (the old code drew 99, the last value, and said nothing)."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1, "train_loss": 3.0}\n{"step": 2, "train_loss": 2.0, "train_loss": 99}\n'
+                       '{"step": 3, "train_loss": 1.5}\n')
+    plot_metrics.main([str(metrics)])
+    assert "1 of the 3 lines of " in capsys.readouterr().err

@@ -297,3 +297,44 @@ def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, nam
         finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(data), "--out", str(tmp_path / "out"),
                        "--no-progress", *flags])
     assert not (tmp_path / "out").exists()
+
+
+def jsonl_rows(n: int, last: str = "") -> str:
+    return "".join(json.dumps({"text": f"film {i}", "label": "pos" if i % 2 else "neg"}) + "\n" for i in range(n)) + last
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)).encode("utf-16"),
+     r"^error: cannot read \S+mine\.tsv: not UTF-8 text \(byte 0xff at offset 0 is no UTF-8; the file starts with a "
+     r"UTF-16 byte-order mark\): save it as UTF-8"),
+    ("mine.tsv", ("caf\xe9 film\tpos\n" + labelled_tsv(("pos", 20), ("neg", 20))).encode("latin-1"),
+     r"^error: cannot read \S+mine\.tsv: not UTF-8 text \(byte 0xe9 at offset 3 is no UTF-8\): save it as UTF-8"),
+    ("mine.jsonl", jsonl_rows(40).replace("\n", "\r").encode(),
+     r"^error: \S+mine\.jsonl:1: not valid JSON \(Extra data\); its records end at \\r alone"),
+    ("mine.tsv", ("label\ttext\n" + "".join(f"{'pos' if i % 2 else 'neg'}\tfilm {i}\n" for i in range(40))).encode(),
+     r"^error: \S+mine\.tsv:1: the first row 'label<TAB>text' is a header with the label column first, but a \.tsv row "
+     r"is text<TAB>label: swap the columns"),
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)).replace("\n", "\t\n").encode(),
+     r"^error: \S+mine\.tsv:1: empty label \(the row ends with a tab after its last cell: remove that tab\)"),
+    ("mine.csv", ("text,label\n" + "".join(f"film {i},{'pos' if i % 2 else 'neg'},\n" for i in range(40))).encode(),
+     r"^error: \S+mine\.csv:2: the row ends with a comma after its last cell .*: remove the trailing comma"),
+    ("mine.jsonl", jsonl_rows(40, '{"text": "bad \\ud800 film", "label": "neg"}\n').encode(),
+     r"^error: \S+mine\.jsonl:41: not valid JSON \(a string holds half of a UTF-16 surrogate pair"),
+    ("mine.jsonl", jsonl_rows(40, '{"text": "a bad film", "label": "neg\\udc00"}\n').encode(),
+     r"^error: \S+mine\.jsonl:41: not valid JSON \(a string holds half of a UTF-16 surrogate pair"),
+], ids=["utf-16", "latin-1", "jsonl with CR line ends", "label<TAB>text header", "a tab after every label",
+        "a comma after every label", "a lone surrogate in a text", "a lone surrogate in a label"])
+def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_path, name, content, message):
+    """Files whose bytes or layout are not what the reader takes: UTF-16 or Latin-1 bytes (the old
+    line quoted Python's codec error, with no fix), a .jsonl whose lines end at \\r alone ("Extra
+    data" alone), a .tsv with its label column first under a header (its header read as an example,
+    and a class per text), a tab or a comma after every label ("empty label" on a line that shows one;
+    "quote a text that holds a comma", which mends nothing), and a JSON escape of half a surrogate
+    pair in a text or a label (a traceback from the tokenizer, or a label no file can hold). Each is
+    one line naming the cause, before a run folder is made."""
+    data = tmp_path / name
+    data.write_bytes(content)
+    with refusal(message):
+        finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(data), "--out", str(tmp_path / "out"),
+                       "--no-progress"])
+    assert not (tmp_path / "out").exists()

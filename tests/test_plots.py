@@ -338,8 +338,8 @@ def with_changed(records: list[dict], where: dict, **values) -> list[dict]:
 
 LOSSES_NOTE = "note: 1 of the {n} logged losses are below 0, NaN, infinite, not a number or beyond 1e100; they are " \
               "left out of the plot"
-NO_RECORD_NOTE = "note: 1 of the 9 lines of {path} are no record (a JSON object with an integer step: a line a crash " \
-                 "cut short, or one written by hand); they are left out of the plot"
+NO_RECORD_NOTE = "note: 1 of the 9 lines of {path} are no record (a JSON object with an integer step, each key once: " \
+                 "a line a crash cut short, or one written by hand); they are left out of the plot"
 # case: (records, summary.json, the one line on stderr, (axis, line's label, the (x, y) it draws))
 ODD_VALUES = {
     "negative-train-loss": (

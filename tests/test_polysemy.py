@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import polysemy
 import train_mlm
-from minibert import BertModel, load_tokenizer
+from minibert import BertConfig, BertModel, load_tokenizer
 from minibert.run.exercises import word_vector
 
 from conftest import refusal
@@ -152,24 +152,32 @@ def test_a_checkpoint_pretrained_on_the_other_language_is_refused(stand_in, run_
     assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("case", ["out-is-a-file", "out-under-a-file", "minilm-missing", "zh-damaged"])
+@pytest.mark.parametrize("case", ["out-is-a-file", "out-under-a-file", "minilm-missing", "zh-damaged",
+                                  "checkpoint-too-short", "minilm-too-short"])
 def test_what_stops_polysemy_is_its_only_line(stand_in, run_folder, tmp_path, capsys, monkeypatch, case):
     """--out a file or under one: refused before any model loads (the old code printed every
     table first); a --minilm folder that does not exist, or a damaged --zh-checkpoint, with the
     default English checkpoint missing: the refusal is the only line (the old code printed the
-    missing default's note first)."""
+    missing default's note first). A model of 16 positions, fewer than the longest sense-pair
+    sentence needs, as --checkpoint or --minilm: one line (the old code stopped in a traceback)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "file").write_text("mine\n")
     damaged = tmp_path / "damaged"
     shutil.copytree(run_folder / "checkpoints" / "step-000002", damaged)
     (damaged / "model.safetensors").write_bytes(b"12345678")
+    tok = load_tokenizer(str(run_folder / "checkpoints" / "step-000002"))
+    BertModel(BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=16)).save_pretrained(tmp_path / "short", tokenizer=tok)
+    too_short = r"the model reads at most 16 positions, and a sentence of the English sense pairs is \d+ tokens long"
     argv, pattern = {
+        "checkpoint-too-short": (["--checkpoint", "short"], rf"^error: --checkpoint short: {too_short}"),
+        "minilm-too-short": (["--minilm", "short"], rf"^error: --minilm short: {too_short}"),
         "out-is-a-file": (["--out", "file"], r"^error: --out file: a file, not a folder; give a folder$"),
         "out-under-a-file": (["--out", "file/pictures"], r"^error: --out file/pictures: \S+/file is a file, not a folder"),
         "minilm-missing": (["--minilm", "no-minilm"], r"^error: cannot load --minilm no-minilm"),
         "zh-damaged": (["--zh-checkpoint", str(damaged)], r"^error: cannot load --zh-checkpoint \S+damaged"),
     }[case]
-    minilm = [] if case == "minilm-missing" else ["--minilm", str(stand_in)]
+    minilm = [] if case.startswith("minilm") else ["--minilm", str(stand_in)]
     with refusal(pattern):
         polysemy.main(minilm + argv + ([] if "--out" in argv else ["--out", "out"]))
     assert capsys.readouterr().out == "" and not (tmp_path / "out").exists()

@@ -513,8 +513,8 @@ def test_plot_metrics_notes_the_lines_it_leaves_out(tmp_path, capsys):
                                       '{"step": 3, "valid_loss": 2.5}\n{"step": 4, "tr')
     plot_metrics.figure(str(tmp_path / "m.jsonl"))
     assert capsys.readouterr().err.startswith(
-        f"note: 3 of the 5 lines of {tmp_path / 'm.jsonl'} are no record (a JSON object with an integer step: a line "
-        "a crash cut short, or one written by hand); they are left out of the plot\nnote: no unigram")
+        f"note: 3 of the 5 lines of {tmp_path / 'm.jsonl'} are no record (a JSON object with an integer step, each key "
+        "once: a line a crash cut short, or one written by hand); they are left out of the plot\nnote: no unigram")
     assert drawn_losses(str(tmp_path / "m.jsonl")) == ([(1, 3.0)], [(3, 2.5)])
 
 

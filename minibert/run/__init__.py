@@ -50,9 +50,27 @@ def write_advice(e: OSError, then: str) -> str:
     return f"{_WRITE_ADVICE.get(e.errno, 'free some space')}, then {then}"
 
 
+_HELD: list[str] = []  # the warnings a script run through run_script has not said yet
+
+
+def _hold(message, category, filename, lineno, file=None, line=None) -> None:
+    """warnings.showwarning under run_script: a warning is held until the script's checks are done."""
+    _HELD.append(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def say_warnings() -> None:
+    """Say the warnings held so far, one line each: once every check is done (a run folder is
+    claimed), and when the script ends or is interrupted."""
+    while _HELD:
+        sys.stderr.write(_HELD.pop(0))
+
+
 def die(msg: str):
     """Stop a script with one line on standard error: what is wrong and what to do. A message
-    of several lines (a strict-load listing, a path holding a newline) is joined into one."""
+    of several lines (a strict-load listing, a path holding a newline) is joined into one. Held
+    warnings are not said: a refusal is the only line (an unknown config key matters once the
+    command runs, and is said then)."""
+    _HELD.clear()
     sys.exit("error: " + "; ".join(line.strip() for line in str(msg).splitlines() if line.strip()))
 
 
@@ -90,18 +108,22 @@ def run_script(main, on_interrupt: str) -> None:
     """Every script's entry: `main()`. Ctrl-C is one line and exit status 130 (`interrupted`,
     saying `on_interrupt`); a reader that closes standard output early (`... | head -1`) ends the
     script quietly with exit status 141, as a shell's SIGPIPE ends a command, not with a
-    BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too. Only the
+    BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too, held
+    until the checks are done (say_warnings), so that a refusal is still the only line. Only the
     first Ctrl-C counts (_interrupt_once); one that lands in a finaliser is raised again
     (_interrupt_again). Once main() has returned, Ctrl-C is ignored: the script is done, its exit
     status 0."""
     warnings.formatwarning = lambda message, category, *_: "warning: " + "; ".join(str(message).splitlines()) + "\n"
+    warnings.showwarning = _hold
     sys.unraisablehook = _interrupt_again
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored (a background job)
         signal.signal(signal.SIGINT, _interrupt_once)
     try:
         main()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # finished: a late Ctrl-C must not report the run as cut short
+        say_warnings()
     except KeyboardInterrupt:
+        say_warnings()
         interrupted(on_interrupt)
     except BrokenPipeError:
         if sys.stdout is not None:  # Python's flush of standard output at exit goes nowhere

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -18,6 +19,20 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def utf8_text(value: str) -> str:
+    """argparse `type` of a flag that holds text (not a path): bytes that are not UTF-8 (Python
+    keeps them as lone surrogates, which no tokenizer reads) are a one-line flag error."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "surrogateescape" if _ESCAPED.fullmatch(value) else "backslashreplace")
+        raise argparse.ArgumentTypeError(f"{str(shown)[1:]} is not UTF-8 text") from None
+    return value
+
+
+_ESCAPED = re.compile(r"[^\ud800-\udc7f\udd00-\udfff]*")  # no surrogate but those of bytes not UTF-8 (U+DC80-U+DCFF)
 
 
 def add_device(parser, default: str = "auto", tf32: bool = False) -> None:

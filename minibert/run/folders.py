@@ -15,8 +15,8 @@ import torch
 
 from ..checkpoint import DAMAGED
 from ..files import (delete_unless_read, fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes,
-                     read_held, remove_left_temporaries, sha256_of, try_lock, unlock, write_file)
-from . import die, write_advice
+                     read_held, remove_left_temporaries, repeated_key, sha256_of, try_lock, unlock, write_file)
+from . import die, say_warnings, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
 
@@ -247,6 +247,7 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})
     except OSError as e:
         die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, f'run again, or choose another {flag}')}")
+    say_warnings()  # the run's checks are done: what was held is said now, before it works
     return lock
 
 
@@ -445,11 +446,11 @@ def truncate_metrics(path: str, step: int) -> None:
 def metric_records(path: str):
     """The records of a metrics.jsonl, in order: JSON objects with an integer "step", one a line
     (white space around it, a form feed too, is no part of it). A line a crash cut short, or any
-    line that is not such a record, is skipped."""
+    line that is not such a record (a key given twice too: which value counts is unsaid), is skipped."""
     for line in read_bytes(path).decode("utf-8-sig", errors="replace").split("\n"):  # -sig: a BOM is no text
         try:
             record = parse_json(line.strip())
         except ValueError:
             continue
-        if isinstance(record, dict) and type(record.get("step")) is int:
+        if isinstance(record, dict) and type(record.get("step")) is int and repeated_key(line.strip()) is None:
             yield record

@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 import torch
 
 from ..files import parse_json, read_bytes, read_problem, repeated_key
-from ..text import lines_of, other_break, pad_batch, plain_tokenizer
+from ..text import lines_of, not_utf8, other_break, pad_batch, plain_tokenizer
 
 
 class InputError(ValueError):
@@ -49,7 +49,9 @@ def read_split(path: str) -> list[tuple[str, str]]:
                         try:
                             r = parse_json(line)
                         except ValueError as e:
-                            raise InputError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)})") from None
+                            cr = ("; its records end at \\r alone (a carriage return), but JSON Lines end each at \\n: "
+                                  "convert its line ends") if "\r" in line.strip() else ""
+                            raise InputError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)}){cr}") from None
                         if not isinstance(r, dict):
                             raise InputError(f"{path}:{n}: expected a JSON object with text and label")
                         twice = repeated_key(line)
@@ -75,12 +77,13 @@ def read_split(path: str) -> list[tuple[str, str]]:
     except OSError as e:
         raise InputError(f"cannot read {path}: {read_problem(e)}") from None
     except UnicodeDecodeError as e:
-        raise InputError(f"cannot read {path}: UnicodeDecodeError: {e}") from None
+        raise InputError(f"cannot read {path}: {not_utf8(e)}") from None
     for n, text, label in rows:
         if not text.strip():
             raise InputError(f"{path}:{n}: empty text")
         if not label.strip():
-            raise InputError(f"{path}:{n}: empty label")
+            ends = " (the row ends with a tab after its last cell: remove that tab)" if "\t" in text else ""
+            raise InputError(f"{path}:{n}: empty label{ends}")
     if not rows:
         raise InputError(f"{path} holds no examples")
     if not path.endswith((".csv", ".jsonl")):
@@ -96,16 +99,18 @@ _LABEL_COLUMNS = ("label", "labels", "class", "category", "sentiment", "target",
 
 def _check_columns(path: str, rows: list[tuple[int, str, str]]) -> None:
     """A .tsv read as text<TAB>label: a first row that is a header with other column names
-    (`review<TAB>sentiment`, `id<TAB>text<TAB>label`: one word a cell, a label column's name that
-    no other row gives) would be an example of a class of one row, and a file whose every row
+    (`review<TAB>sentiment`, `id<TAB>text<TAB>label`, `label<TAB>text`: one word a cell, one a label
+    column's name, a last cell no other row gives) would be an example of a class of one row, and a file whose every row
     holds more than two tab-separated cells (an id column) would read each text with the cells
     before it (the last tab splits); an InputError naming either."""
     n, text, label = rows[0]
     cells = text.split("\t") + [label]
-    if _bare(label) in _LABEL_COLUMNS and all(len(cell.split()) == 1 for cell in cells) \
+    if any(_bare(cell) in _LABEL_COLUMNS for cell in cells) and all(len(cell.split()) == 1 for cell in cells) \
             and all(other.strip() != label.strip() for _, _, other in rows[1:]):
-        raise InputError(f"{path}:{n}: the first row {'<TAB>'.join(cells)!r} is a header, but a .tsv header is "
-                         "text<TAB>label: name its columns so, or remove it")
+        swapped = _bare(cells[0]) in _LABEL_COLUMNS
+        raise InputError(f"{path}:{n}: the first row {'<TAB>'.join(cells)!r} is a header"
+                         + (" with the label column first, but a .tsv row is text<TAB>label: swap the columns"
+                            if swapped else ", but a .tsv header is text<TAB>label: name its columns so, or remove it"))
     if len(rows) > 1 and all("\t" in text for _, text, _ in rows):
         fewest = min(text.count("\t") for _, text, _ in rows) + 2
         raise InputError(f"{path}: every row holds {fewest} or more tab-separated cells, but a .tsv row is "
@@ -140,6 +145,9 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
                     raise InputError(f"{path}:{start}: a header row ({','.join(r)!r}) after the first line; "
                                      "remove it (were two files joined with their headers?)")
                 if len(r) > len(header):
+                    if not any(c.strip() for c in r[len(header):]):
+                        raise InputError(f"{path}:{start}: the row ends with a comma after its last cell (an empty cell "
+                                         "the header has not): remove the trailing comma")
                     if other_break(",".join(r)):
                         raise _joined_rows(path, start, r, "comma", "text,label")
                     raise InputError(f"{path}:{start}: {len(r)} cells, the header has {len(header)} (an unquoted "
