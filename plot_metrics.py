@@ -28,7 +28,7 @@ from collections import Counter
 from minibert.files import read_bytes, write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser
-from minibert.run.folders import KINDS, metric_records, read_json, run_kind
+from minibert.run.folders import KINDS, enclosing_run, metric_records, read_json, run_kind
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot
 from minibert.text import not_utf8
@@ -307,6 +307,10 @@ def main(argv=None):
         p.error(f"--out {out} is the metrics file itself; give another PNG path")
     if picture_problem(out):  # a wrong --out is a wrong command line (exit status 2); the default's folder is not
         (p.error if args.out else die)(f"--out {out}: {picture_problem(out)}")
+    run = enclosing_run(out)
+    if run is not None and os.path.dirname(os.path.abspath(out)) not in (os.path.abspath(run), os.path.realpath(run)):
+        p.error(f"--out {out} lies inside a folder of the {run_kind(run)} run {run} (a checkpoint, best/ ...), which "
+                "the run itself replaces or prunes; give a path in the run's own folder or outside it")
     try:
         print(plot_metrics(args.metrics, out))
     except (OSError, UnicodeDecodeError) as e:

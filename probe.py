@@ -306,7 +306,7 @@ def checkpoint_mode(args, prober: Prober) -> dict:
 
 
 def run_mode(args, prober: Prober) -> dict:
-    found = checkpoints(args.run)
+    found = args.found
     rows = []
     twin = prober.probe(open_spec(f"random:{found[-1]}", args.seeds))
     rows.append({**twin, "step": 0})
@@ -390,10 +390,10 @@ def probed_checkpoints(args) -> list[str]:
     its checkpoints: a resume never changes the flags the probes take); one line for a --run
     without checkpoints or a --summary that is no checkpoint."""
     if args.run:
-        found = checkpoints(args.run)
-        if not found:
+        args.found = checkpoints(args.run)  # listed once: a run still training saves more while it is probed
+        if not args.found:
             die(f"--run {args.run}: no checkpoints/step-NNNNNN folder in it; give a train_mlm.py run folder")
-        return [found[-1]]
+        return [args.found[-1]]
     if args.summary:
         path = resolve_checkpoint(args.summary)
         if not os.path.lexists(os.path.join(path, "config.json")):

@@ -50,13 +50,13 @@ import torch
 from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
-from minibert.files import write_file
+from minibert.files import open_no_link, try_lock, write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
 from minibert.run.finetuning import Recipe
 from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
-from minibert.run.folders import KINDS, enclosing_run, run_kind, write_json
+from minibert.run.folders import KINDS, LOCK_FILE, enclosing_run, run_kind, write_json
 from minibert.run.labelled import label_subsets, scores
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
@@ -562,10 +562,17 @@ def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]
 
 
 def write_results(out: str, study: str, rows: list[dict], runs: list, meta: dict) -> tuple[str, str, bool]:
-    """One JSON per run, results.json, report.md and the plot; returns (report, plot path, plotted)."""
+    """One JSON per run, results.json, report.md and the plot; returns (report, plot path, plotted).
+    The records of an earlier study in the same --out that this one does not write again are removed:
+    runs/ holds this study's runs only."""
+    written = set()
     for name, rec in runs:
         fname = f"{name}-seed{rec['seed']}".replace(" ", "_").replace("/", "_") + ".json"
         write_json(os.path.join(out, "runs", fname), rec)
+        written.add(fname)
+    for fname in sorted(set(os.listdir(os.path.join(out, "runs"))) - written):
+        if fname.endswith(".json"):
+            os.remove(os.path.join(out, "runs", fname))
     write_json(os.path.join(out, "results.json"), {"meta": meta, "rows": rows})
     pretraining = study == "pretraining"
     text = pretraining_report(rows, meta) if pretraining else report(study, rows, meta)
@@ -592,8 +599,15 @@ def main(argv=None):
     task, encoders = load_task_and_encoders(args, s, out)  # refused encoders leave no folder behind
     try:
         os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+        lock = os.fdopen(open_no_link(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
     except OSError as e:
         die(f"cannot make --out {args.out}: {e.filename} {e.strerror}; give a folder")
+    if not try_lock(lock):  # held for the study's life: two studies in one folder would mix their records
+        die(f"--out {args.out}: its {args.study} study is in use by another process (pid {lock.read().strip() or '?'}); "
+            "wait for it to finish, or choose another --out")
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
     seeds = list(range(s["seeds"]))
     t0 = time.time()
     if pretraining:
@@ -616,6 +630,7 @@ def main(argv=None):
     print(text)
     print(f"{args.study}: {len(rows)} rows in {meta['wall_s'] / 60:.1f} min; report {out}/report.md"
           + (f", plot {png}" if plotted else f" (no plot: {NO_MATPLOTLIB})"))
+    lock.close()  # the study is written (a process that stops lets go of it as it exits)
     return rows
 
 

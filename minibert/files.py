@@ -73,6 +73,10 @@ def no_folder(path: str) -> str:
     if os.path.islink(path) and not os.path.exists(path):
         return LEADS_NOWHERE
     if not os.path.exists(path):
+        cut = [p for p in (f"{path}.tmp", f"{path}.old") if os.path.isdir(p)]
+        if cut:  # a save that replaces `path` (a fine-tuning run's best/) was cut short between its two renames
+            return (f"no such folder, but {' and '.join(cut)} are there: its save was cut short; the next "
+                    "`finetune.py predict` on its run puts it back")
         return "no such folder"
     if os.path.isfile(path):
         return "a file, not a folder"

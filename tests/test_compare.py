@@ -1,5 +1,6 @@
 """experiments/compare.py: the controlled comparisons of S29-S32."""
 
+import fcntl
 import itertools
 import json
 import re
@@ -17,6 +18,7 @@ from conftest import TINY_REORDER, assert_close, perturb_, refusal
 from data.prepare import fetch_minilm
 from minibert import BertConfig, BertModel, load_tokenizer
 from minibert.model import load_model
+from minibert.run.folders import LOCK_FILE
 from minibert.run.labelled import truncate
 
 
@@ -487,3 +489,23 @@ def test_lr_grid_flag_is_checked_and_one_rate_is_no_pick(tmp_path, tiny_checkpoi
     neural = [r for r in rows if r["encoder"].startswith("minibert")]
     assert [(r["chosen"], r["grid_valid_acc"], r["seeds"]) for r in neural] == [("lr 0.001", {}, 2)]
     assert sorted((rec["lr"], rec["seed"]) for name, rec in runs if name.startswith("minibert")) == [(1e-3, 0), (1e-3, 1)]
+
+
+def test_a_study_folder_holds_one_study_at_a_time(tmp_path, tiny_checkpoint):
+    """A methods study with 2 seeds, then again with 1 seed in the same --out: runs/ holds the
+    second study's records only (the old code left the first study's seed-1 records beside them,
+    under a report that does not count them). A second process on the same study folder while one
+    runs (here: its lock held by this test) is refused in one line, and nothing is written (the
+    old code ran both, and each wrote over the other's files)."""
+    argv = ["methods", "--quick", "--out", str(tmp_path), "--encoders", str(tiny_checkpoint)]
+    compare.main(argv + ["--seeds", "2"])
+    runs = tmp_path / "methods" / "runs"
+    assert any(p.name.endswith("-seed1.json") for p in runs.iterdir())
+    compare.main(argv + ["--seeds", "1"])
+    assert sorted(p.name for p in runs.iterdir()) and all(p.name.endswith("-seed0.json") for p in runs.iterdir())
+    before = {p: p.read_bytes() for p in (tmp_path / "methods").rglob("*") if p.is_file()}
+    with open(tmp_path / "methods" / LOCK_FILE, "r+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with refusal(r"^error: --out \S+: its methods study is in use by another process \(pid \d+\); wait for it"):
+            compare.main(argv + ["--seeds", "1"])
+    assert {p: p.read_bytes() for p in (tmp_path / "methods").rglob("*") if p.is_file()} == before

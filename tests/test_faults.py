@@ -6,6 +6,7 @@ finetune.py on the fixtures of test_pretraining.py and test_finetune.py."""
 import contextlib
 import errno
 import fcntl
+import gc
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -689,7 +691,7 @@ def test_overwrite_cut_short_mid_deletion_leaves_a_run_overwrite_replaces(setup,
 
         monkeypatch.setattr(folders.shutil, "rmtree", delete_or_stop)
         monkeypatch.setattr(folders.os, "remove", delete_or_stop)
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(SystemExit):  # Ctrl-C's line: --overwrite again (test_a_ctrl_c_while_overwrite_deletes_...)
             folders.claim_run_folder(str(out), "fine-tuning", overwrite=True)
         monkeypatch.undo()
         assert folders.run_kind(str(out)) == "fine-tuning", (stop_at, deleted)
@@ -997,3 +999,96 @@ def test_a_token_cache_edited_within_the_vocabulary_is_made_again(pretrained, tm
         train_mlm.main(pretrain_args(tmp_path / name, corpus, cache, "--max-steps", "2", "--save-every", "2"))
         runs[name] = (tmp_path / name / "checkpoints" / "step-000002" / "model.safetensors").read_bytes()
     assert runs["edited"] == runs["untouched"]
+
+
+def test_a_resume_below_a_damaged_later_checkpoint_keeps_what_it_saves(pretrained, tmp_path, corpus):
+    """step-000004's weights cut to 100 bytes: a resume to step 3 with --keep 1 goes back to step 2
+    and saves step 3. Pruning counts the checkpoints up to the step saved: step 2 goes, step 3
+    stays, and the damaged step 4, which the run writes over when it reaches it, is left (the old
+    code kept the newest by number, the damaged one, and deleted step 3, the one it had just saved);
+    the next resume goes on from step 3."""
+    out = copy_run(pretrained, tmp_path)
+    weights = out / "checkpoints" / "step-000004" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "3", "--save-every", "1",
+                                 "--keep", "1"))
+    assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000003", "step-000004"]
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6", "--save-every", "1",
+                                 "--keep", "1"))
+    assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000006"]
+
+
+def test_a_ctrl_c_while_overwrite_deletes_the_old_run_says_to_overwrite_again(setup, tmp_path, monkeypatch, capsys):
+    """Ctrl-C while --overwrite deletes the old fine-tuning run (here: at the deletion of best/):
+    the line says that the old run is part-deleted and that --overwrite finishes replacing it (the
+    old code's Ctrl-C line advised --resume, which goes on with what is left); doing so works."""
+    out = tmp_path / "cls"
+    finetune_run(setup, out, "--epochs", "1")
+    def ctrl_c(path, *args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(minibert.run.folders, "shutil", types.SimpleNamespace(rmtree=ctrl_c))  # the deletion's rmtree
+    with pytest.raises((SystemExit, KeyboardInterrupt)) as e:  # the old code let the KeyboardInterrupt through
+        finetune_run(setup, out, "--epochs", "1", "--overwrite")
+    assert isinstance(e.value, SystemExit) and e.value.code == 130
+    del e  # its traceback holds the lock the interrupted process would have let go of as it exited
+    gc.collect()
+    assert re.search(r"^interrupted: --overwrite was deleting the old run in --out \S+cls, and part of it is gone: run "
+                     r"the command again with --overwrite to finish replacing it$", capsys.readouterr().err, re.M)
+    monkeypatch.setattr(minibert.run.folders, "shutil", shutil)
+    finetune_run(setup, out, "--epochs", "1", "--overwrite")
+    assert (out / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("command", ["train_mlm.py", "finetune.py"])
+def test_a_full_disk_as_the_run_folder_is_claimed_is_one_line(pretrained, setup, tmp_path, corpus, command):
+    """A file-size limit of 0 bytes (ulimit -f 0: as a full disk, every write of a byte fails) when
+    the run's lock file gets its pid: one line naming the cause (the old code: a traceback from
+    lock.flush()); nothing is left but the folder and its empty lock, and a run once the limit is
+    lifted works."""
+    import resource
+    cache = pretrained / "cache"
+    argv = pretrain_args(tmp_path / "run", corpus, cache, "--max-steps", "1") if command == "train_mlm.py" else \
+        ["--checkpoint", str(setup / "ckpt"), "--data", str(setup / "data"), "--out", str(tmp_path / "run"),
+         "--epochs", "1", "--no-progress"]
+    proc = subprocess.run([sys.executable, command, *map(str, argv)], cwd=conftest.REPO, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": conftest.REPO},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY)))
+    assert proc.returncode == 1 and re.fullmatch(r"error: cannot write to --out \S+run: File too large; a file-size "
+                                                 r"limit \(ulimit -f\) stopped the write: raise it, then run again, "
+                                                 r"or choose another --out\n", proc.stderr), proc.stderr
+    assert sorted(os.listdir(tmp_path / "run")) == [LOCK_FILE]
+
+
+@pytest.mark.parametrize("command", ["fill_mask", "finetune", "attention"])
+def test_a_best_folder_whose_save_was_cut_short_is_named_so(setup, tmp_path, capsys, command):
+    """A kill between export's two renames leaves best.old and best.tmp and no best/. Given
+    RUN/best, fill-mask, fine-tuning and attention name the cut-short save and what puts it back
+    (the old line: "no such folder"); `finetune.py predict` on the run puts it back, and then the
+    command gets past the folder."""
+    import attention
+    run = tmp_path / "cls"
+    finetune_run(setup, run, "--epochs", "1")
+    os.rename(run / "best", run / "best.old")
+    shutil.copytree(run / "best.old", run / "best.tmp")
+    best = str(run / "best")
+    argv = {"fill_mask": lambda: fill_mask.main(["--checkpoint", best, "a [MASK] ."]),
+            "finetune": lambda: finetune_run(setup, tmp_path / "again", "--checkpoint", best),
+            "attention": lambda: attention.main(["--checkpoint", best, "--out", str(tmp_path / "a.png")])}[command]
+    with refusal(rf"--checkpoint \S+best: no such folder, but \S+best\.tmp and \S+best\.old are there: its save was "
+                 r"cut short; the next `finetune.py predict` on its run puts it back"):
+        argv()
+    (tmp_path / "in.txt").write_text("a good film\n")
+    finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")])
+    assert (run / "best").is_dir() and not (run / "best.tmp").exists()
+
+
+def test_plot_metrics_draws_nothing_inside_a_folder_a_run_replaces(pretrained, tmp_path):
+    """plot_metrics.py --out inside a checkpoint of a pretraining run: refused as a flag error
+    (the old code wrote it there, and the run then never pruned that checkpoint, and its --overwrite
+    refused); the run's own folder is where its plots go by default, and stays allowed."""
+    out = copy_run(pretrained, tmp_path)
+    with pytest.raises(SystemExit) as e:
+        plot_metrics.main([str(out / "metrics.jsonl"), "--out", str(out / "checkpoints" / "step-000004" / "loss.png")])
+    assert e.value.code == 2 and not (out / "checkpoints" / "step-000004" / "loss.png").exists()
+    plot_metrics.main([str(out / "metrics.jsonl"), "--out", str(out / "mine.png")])
+    assert (out / "mine.png").is_file()

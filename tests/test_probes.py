@@ -434,3 +434,21 @@ def test_a_bad_budgets_flag_is_named_as_given(tmp_path, capsys, budgets):
     with pytest.raises(SystemExit) as e:
         command.main(["--summary", str(tmp_path), "--budgets", budgets])
     assert e.value.code == 2 and f"--budgets {budgets}: " in capsys.readouterr().err
+
+
+def test_a_run_that_saves_while_it_is_probed_is_probed_as_listed(tmp_path, tiny_run, monkeypatch):
+    """probe.py --run on a run still training: a checkpoint saved after the run was listed (here:
+    step 30, made when the folders are listed again) is not probed. The old code listed the run
+    twice, and the second listing's newest had no seed for its random twin (a KeyError traceback)."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    listed = command.checkpoints
+
+    def saves_after_the_first_listing(out):
+        found = listed(out)
+        if not (run / "checkpoints" / "step-000030").exists():
+            shutil.copytree(run / "checkpoints" / "step-000020", run / "checkpoints" / "step-000030")
+        return found
+    monkeypatch.setattr(command, "checkpoints", saves_after_the_first_listing)
+    results = command.main(["--run", str(run), "--budgets", "40", "--out", str(tmp_path / "out")])
+    assert [r["step"] for r in results["steps"]] == [0, 10, 20]

@@ -16,7 +16,7 @@ import torch
 from ..checkpoint import DAMAGED
 from ..files import (delete_unless_read, fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes,
                      read_held, remove_left_temporaries, repeated_key, sha256_of, try_lock, unlock, write_file)
-from . import die, say_warnings, write_advice
+from . import die, interrupted, say_warnings, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
 
@@ -233,22 +233,33 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         lock.seek(0)
         die(f"{flag} {out} is in use by another process (pid {lock.read().strip() or '?'}); "
             f"wait for it to finish or choose another {flag}")
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
-    for folder in (out, os.path.join(out, "checkpoints")):  # under the lock: no writer of this run is alive
-        remove_left_temporaries(folder)
-    if found and overwrite:  # run.json last: a deletion cut short leaves a run that --overwrite still replaces
-        for name in sorted(set(os.listdir(out)) - {LOCK_FILE}, key=lambda name: name == RUN_FILE):
-            path = os.path.join(out, name)
-            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
     try:
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        for folder in (out, os.path.join(out, "checkpoints")):  # under the lock: no writer of this run is alive
+            remove_left_temporaries(folder)
+        if found and overwrite:  # run.json last: a deletion cut short leaves a run that --overwrite still replaces
+            _delete_old_run(out, flag)
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})
     except OSError as e:
         die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, f'run again, or choose another {flag}')}")
     say_warnings()  # the run's checks are done: what was held is said now, before it works
     return lock
+
+
+def _delete_old_run(out: str, flag: str) -> None:
+    """--overwrite: everything `out` holds but the lock, run.json last. A Ctrl-C part-way says that
+    the old run is part-deleted and that --overwrite finishes it (not --resume, which would go on
+    with what is left of it)."""
+    try:
+        for name in sorted(set(os.listdir(out)) - {LOCK_FILE}, key=lambda name: name == RUN_FILE):
+            path = os.path.join(out, name)
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+    except KeyboardInterrupt:
+        interrupted(f"--overwrite was deleting the old run in {flag} {out}, and part of it is gone: run the command "
+                    "again with --overwrite to finish replacing it")
 
 
 def write_json(path: str, obj) -> None:
@@ -428,7 +439,9 @@ def save_checkpoint(out: str, step: int, model, tokenizer, state: dict, keep: in
                 os.rmdir(root)
         raise
     write_file(os.path.join(root, "latest"), (name + "\n").encode())
-    for old in checkpoints(out)[:-keep]:
+    # pruned: the oldest of the checkpoints up to this step. One of a later step (left by a resume that went back
+    # past it, damaged) is no newer than this one: it is written over when the run reaches its step
+    for old in [c for c in checkpoints(out) if step_of(c) <= step][:-keep]:
         if placed_by_hand(old) is None:  # one holding a run or files put there by hand stays, with them
             delete_unless_read(old)  # one another command reads (resolve_checkpoint) stays until a later save
     return final
