@@ -1074,7 +1074,7 @@ def test_a_best_folder_whose_save_was_cut_short_is_named_so(setup, tmp_path, cap
     argv = {"fill_mask": lambda: fill_mask.main(["--checkpoint", best, "a [MASK] ."]),
             "finetune": lambda: finetune_run(setup, tmp_path / "again", "--checkpoint", best),
             "attention": lambda: attention.main(["--checkpoint", best, "--out", str(tmp_path / "a.png")])}[command]
-    with refusal(rf"--checkpoint \S+best: no such folder, but \S+best\.tmp and \S+best\.old are there: its save was "
+    with refusal(r"--checkpoint \S+best: no such folder, but \S+best\.tmp and \S+best\.old are there: its save was "
                  r"cut short; the next `finetune.py predict` on its run puts it back"):
         argv()
     (tmp_path / "in.txt").write_text("a good film\n")
