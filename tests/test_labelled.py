@@ -3,6 +3,7 @@ refused naming file:line (never read as the class "None"); split_rows, one file 
 finetune.py naming the real cause of a bad labelled set before it counts rows."""
 
 import json
+import re
 
 import pytest
 
@@ -338,3 +339,28 @@ def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_pat
         finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(data), "--out", str(tmp_path / "out"),
                        "--no-progress"])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["mine.tsv", "mine.csv", "mine.jsonl"])
+def test_utf16_without_a_byte_order_mark_is_named(setup, tmp_path, name):
+    """A labelled file in UTF-16 without a byte-order mark: its bytes decode as UTF-8 (every other
+    byte a NUL), so the old code read a .tsv of NUL-laden labels, or blamed a header or the JSON.
+    Now one line names the NUL bytes and the fix, before a run folder is made."""
+    rows = [(f"film {i}", "pos" if i % 2 else "neg") for i in range(40)]
+    text = {"mine.tsv": "".join(f"{t}\t{y}\n" for t, y in rows),
+            "mine.csv": "text,label\n" + "".join(f"{t},{y}\n" for t, y in rows),
+            "mine.jsonl": "".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows)}[name]
+    (tmp_path / name).write_bytes(text.encode("utf-16-le"))
+    with refusal(rf"^error: cannot read \S+{re.escape(name)}: it holds NUL bytes, as UTF-16 without a byte-order mark "
+                 r"does: save it as UTF-8"):
+        finetune.main(["--checkpoint", str(setup / "ckpt"), "--data", str(tmp_path / name), "--out",
+                       str(tmp_path / "out"), "--no-progress"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_csv_text_longer_than_the_csv_modules_field_limit_is_read(tmp_path):
+    """A quoted .csv text of 150,000 characters (Python's csv module refuses fields over 131,072 by
+    default: the old code called the file "not readable as CSV") is read whole."""
+    long_text = "a good film " * 12_500
+    (tmp_path / "mine.csv").write_text(f'text,label\n"{long_text}",pos\nshort,neg\n')
+    assert read_split(str(tmp_path / "mine.csv")) == [(long_text, "pos"), ("short", "neg")]

@@ -36,7 +36,13 @@ def read_split(path: str) -> list[tuple[str, str]]:
     """
     rows = []
     try:
-        with io.StringIO(read_bytes(path).decode("utf-8-sig"), newline="") as f:  # -sig: a byte-order mark is not text
+        raw = read_bytes(path)
+        decoded = raw.decode("utf-8-sig")  # -sig: a byte-order mark is not text
+        if "\x00" in decoded:  # no text holds a NUL: UTF-16 without a byte-order mark decodes as "valid" UTF-8
+            raise InputError(f"cannot read {path}: it holds NUL bytes, as UTF-16 without a byte-order mark does: save it "
+                             "as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)")
+        with io.StringIO(decoded, newline="") as f:
+            csv.field_size_limit(max(csv.field_size_limit(), len(raw)))  # a long quoted text is one field, read whole
             if path.endswith(".csv"):
                 rows = _csv_rows(f, path)
             else:  # line numbers are the file's own. A .tsv's lines end at \n, \r\n or \r, as editors count
