@@ -50,7 +50,7 @@ import torch
 from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
-from minibert.files import open_no_link, try_lock, write_file
+from minibert.files import open_no_link, parse_json, read_bytes, try_lock, write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
@@ -561,18 +561,33 @@ def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]
     return task, encoders
 
 
+def _is_a_run_record(path: str) -> bool:
+    """A plain .json file that holds what write_results writes for a run (its seed and test scores)."""
+    if not path.endswith(".json") or os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        record = parse_json(read_bytes(path))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and {"seed", "test_acc", "test_pred"} <= set(record)
+
+
 def write_results(out: str, study: str, rows: list[dict], runs: list, meta: dict) -> tuple[str, str, bool]:
     """One JSON per run, results.json, report.md and the plot; returns (report, plot path, plotted).
-    The records of an earlier study in the same --out that this one does not write again are removed:
-    runs/ holds this study's runs only."""
+    The run records of an earlier study in the same --out that this one does not write again are
+    removed, and counted in a note: runs/ holds this study's runs, and whatever else was put there."""
     written = set()
     for name, rec in runs:
         fname = f"{name}-seed{rec['seed']}".replace(" ", "_").replace("/", "_") + ".json"
         write_json(os.path.join(out, "runs", fname), rec)
         written.add(fname)
-    for fname in sorted(set(os.listdir(os.path.join(out, "runs"))) - written):
-        if fname.endswith(".json"):
-            os.remove(os.path.join(out, "runs", fname))
+    stale = [path for path in (os.path.join(out, "runs", f) for f in sorted(set(os.listdir(os.path.join(out, "runs")))
+                                                                            - written)) if _is_a_run_record(path)]
+    for path in stale:
+        os.remove(path)
+    if stale:
+        print(f"note: removed {len(stale)} run records of an earlier study from {os.path.join(out, 'runs')}",
+              file=sys.stderr)
     write_json(os.path.join(out, "results.json"), {"meta": meta, "rows": rows})
     pretraining = study == "pretraining"
     text = pretraining_report(rows, meta) if pretraining else report(study, rows, meta)

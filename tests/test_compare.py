@@ -491,18 +491,24 @@ def test_lr_grid_flag_is_checked_and_one_rate_is_no_pick(tmp_path, tiny_checkpoi
     assert sorted((rec["lr"], rec["seed"]) for name, rec in runs if name.startswith("minibert")) == [(1e-3, 0), (1e-3, 1)]
 
 
-def test_a_study_folder_holds_one_study_at_a_time(tmp_path, tiny_checkpoint):
+def test_a_study_folder_holds_one_study_at_a_time(tmp_path, tiny_checkpoint, capsys):
     """A methods study with 2 seeds, then again with 1 seed in the same --out: runs/ holds the
-    second study's records only (the old code left the first study's seed-1 records beside them,
-    under a report that does not count them). A second process on the same study folder while one
+    second study's records (the old code left the first study's seed-1 records beside them, under a
+    report that does not count them), the removal said in a note, and what was put there by hand (a
+    .json that is no run record, a folder) is kept. A second process on the same study folder while one
     runs (here: its lock held by this test) is refused in one line, and nothing is written (the
     old code ran both, and each wrote over the other's files)."""
     argv = ["methods", "--quick", "--out", str(tmp_path), "--encoders", str(tiny_checkpoint)]
     compare.main(argv + ["--seeds", "2"])
     runs = tmp_path / "methods" / "runs"
     assert any(p.name.endswith("-seed1.json") for p in runs.iterdir())
+    (runs / "mine.json").write_text('{"my": "baseline"}\n')  # put there by hand: kept, as a folder is
+    (runs / "folder.json").mkdir()
     compare.main(argv + ["--seeds", "1"])
-    assert sorted(p.name for p in runs.iterdir()) and all(p.name.endswith("-seed0.json") for p in runs.iterdir())
+    assert "note: removed " in capsys.readouterr().err
+    records = sorted(p.name for p in runs.iterdir() if p.name not in ("mine.json", "folder.json"))
+    assert records and all(name.endswith("-seed0.json") for name in records)
+    assert (runs / "mine.json").read_text() == '{"my": "baseline"}\n' and (runs / "folder.json").is_dir()
     before = {p: p.read_bytes() for p in (tmp_path / "methods").rglob("*") if p.is_file()}
     with open(tmp_path / "methods" / LOCK_FILE, "r+") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
