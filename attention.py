@@ -20,10 +20,10 @@ import torch
 
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.checkpoint import NOT_FINITE
-from minibert.files import no_folder, write_file
+from minibert.files import write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser, utf8_text
-from minibert.run.folders import resolve_checkpoint, said_for_its_run
+from minibert.run.folders import no_checkpoint_folder, resolve_checkpoint, said_for_its_run
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot, table
 from minibert.text import plain_tokenizer
 
@@ -34,7 +34,7 @@ NEXT = "but the actors make it worth watching ."
 def load(path: str):
     """(name, encoder, tokenizer) of a checkpoint or train_mlm.py run folder (its newest checkpoint)."""
     if not os.path.isdir(path):
-        die(f"--checkpoint {path}: {no_folder(path)}")
+        die(f"--checkpoint {path}: {no_checkpoint_folder(path)}")
     folder = resolve_checkpoint(path)
     try:
         model = BertModel.from_pretrained(folder, use_sdpa=False).eval()

@@ -35,10 +35,9 @@ import torch
 
 from minibert import BertForMaskedLM, CheckpointError, load_tokenizer
 from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
-from minibert.files import no_folder
 from minibert.run import die, input_lines, run_script
 from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges, utf8_text
-from minibert.run.folders import resolve_checkpoint, said_for_its_run
+from minibert.run.folders import no_checkpoint_folder, resolve_checkpoint, said_for_its_run
 from minibert.run.training import pick_device
 from minibert.text import one_line
 
@@ -55,7 +54,7 @@ EXAMPLES = [
 def checkpoint_folder(path: str) -> str:
     """--checkpoint as a checkpoint folder: as given, or a run folder's newest checkpoint."""
     if not os.path.isdir(path):
-        die(f"--checkpoint {path}: {no_folder(path)}")
+        die(f"--checkpoint {path}: {no_checkpoint_folder(path)}")
     folder = resolve_checkpoint(path)  # one line for a run without a checkpoint yet
     if not os.path.lexists(os.path.join(folder, "config.json")):  # anything else there is refused when read
         die(f"--checkpoint {path} holds no config.json: give a checkpoint folder or a train_mlm.py run folder")

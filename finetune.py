@@ -44,12 +44,12 @@ from minibert.lora import DEFAULT_TARGETS, lora_targets
 from minibert.model import BertModel, load_model
 from minibert.run import (die, first_line, input_lines, interrupted, interrupts_held, interrupts_ignored,
                           run_script, write_advice)
-from minibert.files import append_line, no_folder
+from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
                                          recover_best, set_trainable)
-from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holder, resolve_checkpoint, run_kind,
-                                  said_for_its_run, write_json)
+from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holder, no_checkpoint_folder,
+                                  resolve_checkpoint, run_kind, said_for_its_run, write_json)
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
 from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser, add_device,
                                 check_ranges)
@@ -334,7 +334,7 @@ def train(args):
     torch.manual_seed(args.seed)
     args.checkpoint = resolve_checkpoint(args.checkpoint)
     if not os.path.isdir(args.checkpoint):
-        die(f"--checkpoint {args.checkpoint}: {no_folder(args.checkpoint)}; give a checkpoint folder or a train_mlm.py run folder "
+        die(f"--checkpoint {args.checkpoint}: {no_checkpoint_folder(args.checkpoint)}; give a checkpoint folder or a train_mlm.py run folder "
             "(`make run` writes runs/mlm-en; `python data/prepare.py --minilm` fetches MiniLM into data/cache/minilm)")
     device = pick_device(args.device)
     use_tf32(device, args.tf32)

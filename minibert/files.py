@@ -73,10 +73,6 @@ def no_folder(path: str) -> str:
     if os.path.islink(path) and not os.path.exists(path):
         return LEADS_NOWHERE
     if not os.path.exists(path):
-        cut = [p for p in (f"{path}.tmp", f"{path}.old") if os.path.isdir(p)]
-        if cut:  # a save that replaces `path` (a fine-tuning run's best/) was cut short between its two renames
-            return (f"no such folder, but {' and '.join(cut)} are there: its save was cut short; the next "
-                    "`finetune.py predict` on its run puts it back")
         return "no such folder"
     if os.path.isfile(path):
         return "a file, not a folder"
@@ -255,7 +251,7 @@ def parse_json(text: str | bytes):
     text holds (it could not be written out or tokenized)."""
     try:
         value = json.loads(text)
-        if _SURROGATE_ESCAPE.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        if (_SURROGATE_ESCAPE if isinstance(text, str) else _SURROGATE_ESCAPE_BYTES).search(text):
             json.dumps(value, ensure_ascii=False).encode("utf-8")  # a lone half of a pair cannot be encoded
         return value
     except UnicodeEncodeError:
@@ -270,6 +266,7 @@ def parse_json(text: str | bytes):
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where a lone surrogate may come from: \uD800-\uDFFF
+_SURROGATE_ESCAPE_BYTES = re.compile(_SURROGATE_ESCAPE.pattern.encode())
 
 # each JSON object read as its (key, value) pairs: every key as given, a repeated one too
 _PAIRS = json.JSONDecoder(object_pairs_hook=list)

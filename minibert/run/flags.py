@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -27,12 +26,12 @@ def utf8_text(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        shown = value.encode("utf-8", "surrogateescape" if _ESCAPED.fullmatch(value) else "backslashreplace")
+        try:
+            shown = value.encode("utf-8", "surrogateescape")  # the bytes as given on the command line
+        except UnicodeEncodeError:  # a surrogate no byte makes (a string passed from Python)
+            shown = value.encode("utf-8", "backslashreplace")
         raise argparse.ArgumentTypeError(f"{str(shown)[1:]} is not UTF-8 text") from None
     return value
-
-
-_ESCAPED = re.compile(r"[^\ud800-\udc7f\udd00-\udfff]*")  # no surrogate but those of bytes not UTF-8 (U+DC80-U+DCFF)
 
 
 def add_device(parser, default: str = "auto", tf32: bool = False) -> None:

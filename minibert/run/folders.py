@@ -14,8 +14,8 @@ import shutil
 import torch
 
 from ..checkpoint import DAMAGED
-from ..files import (delete_unless_read, fresh_folder, nearest_existing, not_a_file, open_no_link, parse_json, read_bytes,
-                     read_held, remove_left_temporaries, repeated_key, sha256_of, try_lock, unlock, write_file)
+from ..files import (delete_unless_read, fresh_folder, nearest_existing, no_folder, not_a_file, open_no_link, parse_json,
+                     read_bytes, read_held, remove_left_temporaries, repeated_key, sha256_of, try_lock, unlock, write_file)
 from . import die, interrupted, say_warnings, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def resolve_checkpoint(path: str) -> str:
     as the command runs: a run still training does not prune it while it is read; one it pruned
     between the listing and the hold is passed over for the newest then."""
     if os.path.lexists(os.path.join(path, "config.json")):
-        if run_kind(os.path.dirname(os.path.dirname(os.path.abspath(path)))) == "pretraining":
+        if _pretraining_run_of(path):
             read_held(path)  # gone already: loading it says so
         return path
     for _ in range(10):
@@ -340,16 +340,31 @@ def resolve_checkpoint(path: str) -> str:
         "checkpoint folder")
 
 
+def _pretraining_run_of(folder: str) -> str | None:
+    """The pretraining run whose checkpoints/ holds `folder`, or None."""
+    run = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
+    return run if run_kind(run) == "pretraining" else None
+
+
+def no_checkpoint_folder(path: str) -> str:
+    """Why --checkpoint `path` is no folder (files.no_folder), naming a fine-tuning run's best/ whose
+    save was cut short between its two renames (export): its .tmp and .old are there instead."""
+    cut = [p for p in (f"{path}.tmp", f"{path}.old") if os.path.isdir(p)]
+    if cut and not os.path.lexists(path):
+        return (f"no such folder, but {' and '.join(cut)} are there: its save was cut short; the next "
+                "`finetune.py predict` on its run puts it back")
+    return no_folder(path)
+
+
 def said_for_its_run(folder: str, error: Exception) -> str:
     """What a checkpoint that cannot be loaded says. One of a pretraining run's own checkpoints
     said to be damaged is not mended by a re-save or a re-download: the advice names what mends
     it, an earlier checkpoint of the run or a resume (which passes a damaged checkpoint over)."""
-    message = str(error)
-    run = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
-    if not message.endswith(DAMAGED) or run_kind(run) != "pretraining":
+    message, run = str(error), _pretraining_run_of(folder)
+    if not message.endswith(DAMAGED) or run is None:
         return message
-    earlier = [c for c in checkpoints(run) if step_of(c) < step_of(folder)] if is_checkpoint_name(
-        os.path.basename(os.path.abspath(folder))) else []
+    named = is_checkpoint_name(os.path.basename(os.path.abspath(folder)))
+    earlier = [c for c in checkpoints(run) if named and step_of(c) < step_of(folder)]
     instead = f"give an earlier checkpoint of the run ({earlier[-1]}), or " if earlier else ""
     return (f"{message[:-len(DAMAGED)]}the checkpoint is damaged — {instead}resume the run "
             f"(train_mlm.py --out {run} --resume), which passes a damaged checkpoint over")

@@ -36,13 +36,11 @@ def read_split(path: str) -> list[tuple[str, str]]:
     """
     rows = []
     try:
-        raw = read_bytes(path)
-        decoded = raw.decode("utf-8-sig")  # -sig: a byte-order mark is not text
+        decoded = read_bytes(path).decode("utf-8-sig")  # -sig: a byte-order mark is not text
         if "\x00" in decoded:  # no text holds a NUL: UTF-16 without a byte-order mark decodes as "valid" UTF-8
             raise InputError(f"cannot read {path}: it holds NUL bytes, as UTF-16 without a byte-order mark does: save it "
                              "as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)")
         with io.StringIO(decoded, newline="") as f:
-            csv.field_size_limit(max(csv.field_size_limit(), len(raw)))  # a long quoted text is one field, read whole
             if path.endswith(".csv"):
                 rows = _csv_rows(f, path)
             else:  # line numbers are the file's own. A .tsv's lines end at \n, \r\n or \r, as editors count
@@ -106,9 +104,9 @@ _LABEL_COLUMNS = ("label", "labels", "class", "category", "sentiment", "target",
 def _check_columns(path: str, rows: list[tuple[int, str, str]]) -> None:
     """A .tsv read as text<TAB>label: a first row that is a header with other column names
     (`review<TAB>sentiment`, `id<TAB>text<TAB>label`, `label<TAB>text`: one word a cell, one a label
-    column's name, a last cell no other row gives) would be an example of a class of one row, and a file whose every row
-    holds more than two tab-separated cells (an id column) would read each text with the cells
-    before it (the last tab splits); an InputError naming either."""
+    column's name, a last cell no other row gives) would be an example of a class of one row, and a
+    file whose every row holds more than two tab-separated cells (an id column) would read each text
+    with the cells before it (the last tab splits); an InputError naming either."""
     n, text, label = rows[0]
     cells = text.split("\t") + [label]
     if any(_bare(cell) in _LABEL_COLUMNS for cell in cells) and all(len(cell.split()) == 1 for cell in cells) \
@@ -129,6 +127,7 @@ def _csv_rows(f, path: str) -> list[tuple[int, str, str]]:
     case), each once; the line is where the row starts in the file (a quoted text may span lines).
     Quotes are read strictly: one never closed, or text after a closing quote, is refused naming the
     row; so is a row of more cells than the header (a text's unquoted comma: no cell is dropped)."""
+    csv.field_size_limit(max(csv.field_size_limit(), len(f.getvalue())))  # a long quoted text is one field, read whole
     reader, start = csv.reader(f, strict=True), 1
     try:
         header = next(reader, None)
