@@ -589,12 +589,30 @@ def _check_no_other_special_tokens(where: str, file: str, settings: dict, state:
     for key in ("additional_special_tokens", "extra_special_tokens", "added_tokens_decoder"):
         listed = settings.get(key) or []
         named += list(listed.values()) if isinstance(listed, dict) else listed if isinstance(listed, list) else []
-    added = {token.get("content") for token in state.get("added_tokens") or [] if isinstance(token, dict)}
+    added = {token.get("content"): token for token in state.get("added_tokens") or [] if isinstance(token, dict)}
     for token in (_token_name(value) for value in named):
         if isinstance(token, str) and token not in added:
             raise CheckpointError(f"{where} makes {token!r} a special token, which {file} does not hold among its "
                                   "added tokens: transformers would read it apart from any word around it, minibert "
                                   "as tokenizer.json does: remove it, or add it to tokenizer.json's added_tokens")
+    decoder = settings.get("added_tokens_decoder")
+    for entry in decoder.values() if isinstance(decoder, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("content"), str):
+            _check_added_token_agrees(where, file, entry, added[entry["content"]])
+
+
+def _check_added_token_agrees(where: str, file: str, entry: dict, held: dict) -> None:
+    """An added_tokens_decoder entry of tokenizer_config.json (`entry`) gives its token the
+    matching properties that tokenizer.json's added token (`held`) has: transformers adds the token
+    again with the properties the entry gives, so a [MASK] made single_word is no longer read in
+    "x[MASK]y", and one made normalized is matched after lower-casing ("[mask]"); a CheckpointError
+    naming the property otherwise. (lstrip and rstrip take only the spaces beside the token, which
+    BERT's pre-tokenizer drops anyway; its id and special flag change no id read.)"""
+    for key in ("single_word", "normalized"):
+        if key in entry and entry[key] != held.get(key):
+            raise CheckpointError(f"{where} gives {entry['content']!r} {key} {json.dumps(entry[key])}, but {file} "
+                                  f"gives it {json.dumps(held.get(key))}: transformers would read text with the "
+                                  f"first, minibert with the second: make the two agree")
 
 
 def _json_object(file: str) -> dict | None:

@@ -412,13 +412,18 @@ def test_predict_on_a_pretraining_run_folder_says_what_it_is(tmp_path, corpus):
         finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")])
 
 
-def test_a_folders_test_split_sharing_training_texts_is_said(setup, tmp_path, capsys):
-    """A --data folder whose test.tsv repeats 10 training rows: the run goes on (such sets exist),
-    and a note says that its test scores overstate (the old code said nothing, and bag-of-words
-    scored 1.0 on the copied rows); validation shares none, and nothing is said of it."""
+@pytest.mark.parametrize("copy", [lambda text: text, lambda text: text.replace("e", "\u00e9").upper()],
+                         ids=["as-written", "accented-capitalised"])
+def test_a_folders_test_split_sharing_training_texts_is_said(setup, tmp_path, capsys, copy):
+    """A --data folder whose test.tsv repeats 10 training rows, as written or as an uncased BERT
+    reads them alike (capitalised, é for e): the run goes on (such sets
+    exist), and a note says that its test scores overstate (the old code said nothing, and
+    bag-of-words scored 1.0 on the copied rows; the code before this one said nothing of the
+    accented copies); validation shares none, and nothing is said of it."""
     data = tmp_path / "data"
     shutil.copytree(setup / "data", data)
-    copied = (data / "train.tsv").read_text().splitlines()[:10]
+    copied = [f"{copy(text)}\t{label}" for text, label in
+              (line.split("\t") for line in (data / "train.tsv").read_text().splitlines()[:10])]
     (data / "test.tsv").write_text("\n".join(copied) + "\n" + (data / "test.tsv").read_text())
     run(setup, tmp_path / "out", "--data", str(data), "--epochs", "1")
     notes = capsys.readouterr().err.splitlines()

@@ -326,6 +326,8 @@ def test_a_tokenizer_that_does_not_encode_as_berts_is_refused_at_load(base, setu
         load_tokenizer(alone)
 
 
+MASK_AS_HELD = {"content": "[MASK]", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                "special": True}  # [MASK] (id 4) as the fixture's tokenizer.json holds it
 AGREES = {"do_lower_case": True, "strip_accents": False, "tokenize_chinese_chars": True}  # the fixture's normalizer
 
 
@@ -396,6 +398,13 @@ def test_a_folder_transformers_reads_otherwise_than_its_tokenizer_json_is_refuse
     ("tokenizer_config.json", {"bos_token": "the"}, "makes 'the' a special token"),
     ("tokenizer_config.json", {"added_tokens_decoder": {"7": {"content": "the", "special": True}}},
      "makes 'the' a special token"),
+    ("tokenizer_config.json", {"added_tokens_decoder": {"4": {**MASK_AS_HELD, "single_word": True}}},
+     "gives '[MASK]' single_word true, but"),
+    ("tokenizer_config.json", {"added_tokens_decoder": {"4": {**MASK_AS_HELD, "normalized": True}}},
+     "gives '[MASK]' normalized true, but"),
+    ("tokenizer_config.json", {"tokenizer_class": "BertTokenizer", **AGREES,
+                               "added_tokens_decoder": {"4": {**MASK_AS_HELD, "normalized": True}}},
+     "gives '[MASK]' normalized true"),
     ("special_tokens_map.json", {"eos_token": {"content": "the"}}, "special_tokens_map.json makes 'the' a special"),
     ("tokenizer_config.json", {"split_special_tokens": True}, "sets split_special_tokens"),
     ("tokenizer_config.json", {"tokenizer_class": "BertTokenizer", **AGREES, "do_lower_case": "yes"},
@@ -404,15 +413,19 @@ def test_a_folder_transformers_reads_otherwise_than_its_tokenizer_json_is_refuse
     ("tokenizer_config.json", {"tokenizer_class": "TokenizersBackend", "bos_token": "[CLS]", "eos_token": "[SEP]",
                                "additional_special_tokens": ["[MASK]"]}, None),
     ("config.json", {"tokenizer_class": "PreTrainedTokenizerFast"}, None),
+    ("tokenizer_config.json", {"added_tokens_decoder": {"4": MASK_AS_HELD, "3": {"content": "[SEP]"}}}, None),
 ], ids=["distilbert-class", "electra-class", "roberta-class", "additional-special-the", "extra-special-the",
-        "bos-the", "added-tokens-decoder-the", "map-eos-the", "split-special-tokens", "lower-case-yes",
-        "config-roberta-class", "agrees", "config-generic-class-agrees"])
+        "bos-the", "added-tokens-decoder-the", "mask-single-word", "mask-normalized", "bert-class-mask-normalized",
+        "map-eos-the", "split-special-tokens", "lower-case-yes",
+        "config-roberta-class", "agrees", "config-generic-class-agrees", "added-tokens-decoder-agrees"])
 def test_tokenizer_files_that_make_transformers_read_otherwise_are_refused(base, tmp_path, file, settings, said):
     """transformers reads the text through tokenizer_config.json and special_tokens_map.json too:
     a tokenizer_class other than BERT's or the generic fast one builds that class's own pipeline
     (DistilBERT's and ELECTRA's strip accents by default: "thé" as "the"; RoBERTa's reads
     bytes); a token made special that tokenizer.json does not hold as one is read apart from any
-    word ("there" as "the" + "##re"); split_special_tokens splits a typed [MASK]; a do_lower_case
+    word ("there" as "the" + "##re"); an added_tokens_decoder entry that makes [MASK] single_word no
+    longer reads it in "x[MASK]y", and one that makes it normalized reads "[mask]" as [MASK]
+    (tokenizer.json holds it with neither); split_special_tokens splits a typed [MASK]; a do_lower_case
     that is no boolean stops transformers. Each is shown to read other ids than tokenizer.json
     (or not to load), and each is refused in one line (the old code answered silently, for other
     ids than transformers'). Special tokens tokenizer.json holds already change nothing. Without a
@@ -429,7 +442,7 @@ def test_tokenizer_files_that_make_transformers_read_otherwise_are_refused(base,
         config.pop("tokenizer_sha256")
         settings = {**config, **settings}
     (ckpt / file).write_text(json.dumps(settings))
-    text = "there is th\u00e9 [MASK] ."
+    text = "there is th\u00e9 [MASK] . x[MASK]y [mask]"
     ours = Tokenizer.from_file(str(ckpt / "tokenizer.json")).encode(text).ids
     try:
         theirs = transformers.AutoTokenizer.from_pretrained(ckpt)(text)["input_ids"]

@@ -108,26 +108,31 @@ def test_split_rows_is_stratified_seeded_and_the_same_on_every_machine():
 
 @pytest.mark.parametrize("copy", [lambda t: t, lambda t: t + " ", lambda t: t.upper(), lambda t: t.replace(" ", "  "),
                                   lambda t: t + "\u200b", lambda t: t.replace(" ", " \x01", 1),
-                                  lambda t: t.replace(" ", " \x7f\x9f", 1)],
+                                  lambda t: t.replace(" ", " \x7f\x9f", 1),
+                                  lambda t: t.replace(",", " ,").replace(".", " ."), lambda t: t.replace("e", "\u00e9"),
+                                  lambda t: t.replace("\u4e2d", " \u4e2d ")],
                          ids=["the-same", "a-trailing-space", "capitalised", "spaced-twice", "a-zero-width-space",
-                              "a-control-character", "del-and-a-c1-control"])
+                              "a-control-character", "del-and-a-c1-control", "spaces-before-punctuation",
+                              "an-accent", "cjk-spaced-apart"])
 def test_split_rows_keeps_each_label_share_and_no_text_in_two_splits(copy):
-    """300 rows, 3 labels of 100 with every text written twice (50 distinct texts a label), the
-    second time as written or with a trailing space, capitalised, spaced twice or with a zero-width
-    space or a control character (U+0001, DEL, U+009F: what an uncased BERT reads alike, its
-    normalizer dropping invisible and control characters: the old code took each of those for
-    another text, and put copies of test sentences in training): round(50 x 0.1) = 5 texts a label to
-    validation and 5 to test, each with both its rows; so validation and test hold 30 rows each,
-    10 of every label, training 240; every row lands exactly once, and no text sits in two splits."""
-    rows = [(f"{label} text {i % 50}" if i < 50 else copy(f"{label} text {i % 50}"), label)
+    """300 rows, 3 labels of 100 with every text written twice (50 distinct texts a label, such as
+    "x text, 7 \u4e2d."), the second time as written or with a trailing space, capitalised, spaced
+    twice, with a zero-width space or a control character (U+0001, DEL, U+009F), with a space
+    before each punctuation mark, with accents (é for e), or with its CJK character spaced apart:
+    what an uncased BERT reads alike, its normalizer dropping invisible and control characters and
+    accents, its pre-tokenizer cutting punctuation and CJK characters apart (the old code took the
+    first kinds for other texts and put copies of test sentences in training; the code before this
+    one still did so for the last three): round(50 x 0.1) = 5 texts a label to validation and 5 to
+    test, each with both its rows; so validation and test hold 30 rows each, 10 of every label,
+    training 240; every row lands exactly once, and no text (label and number) sits in two splits."""
+    rows = [(f"{label} text, {i % 50} \u4e2d." if i < 50 else copy(f"{label} text, {i % 50} \u4e2d."), label)
             for label in ("x", "y", "z") for i in range(100)]
     split = split_rows(rows, 0.1, 0.1, "f.csv")
     for name, size in (("train", 240), ("valid", 30), ("test", 30)):
         assert len(split[name]) == size
         assert all(sum(y == label for _, y in split[name]) == size // 3 for label in "xyz"), name
     assert sorted(split["train"] + split["valid"] + split["test"]) == sorted(rows)
-    texts = {name: {" ".join("".join(c for c in t.lower() if c not in "\u200b\x01\x7f\x9f").split())
-                    for t, _ in split[name]} for name in split}
+    texts = {name: {(y, re.search(r"\d+", t).group()) for t, y in split[name]} for name in split}
     assert not (texts["train"] & texts["valid"] or texts["train"] & texts["test"] or texts["valid"] & texts["test"])
 
 
@@ -258,6 +263,10 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
      r"^error: the labels 'food' and '\u2018food\u2019' of --data \S+ differ only in quotes"),
     ("mine.tsv", labelled_tsv(("very good", 20), ("bad", 20), ("very  good", 3)), [],
      r"^error: the labels 'very  good' and 'very good' of --data \S+ differ only in quotes around them or in white"),
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20), ("p\u043es", 3)), [],
+     r"^error: the labels 'pos' and 'p\\u043es' of --data \S+ differ only in letters of other scripts that look like"),
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20), ("\u039d\u0395G", 3)), [],
+     r"^error: the labels 'neg' and '\\u039d\\u0395G' of --data \S+ differ only in letters of other scripts"),
     ("mine.tsv", "review\tsentiment\n" + labelled_tsv(("pos", 20), ("neg", 20)), [],
      r"^error: \S+mine\.tsv:1: the first row 'review<TAB>sentiment' is a header, but a \.tsv header is text<TAB>label"),
     ("mine.tsv", "id\ttext\tlabel\n" + "".join(f"{i}\tfilm {i}\t{'pos' if i % 2 else 'neg'}\n" for i in range(40)), [],
@@ -274,7 +283,7 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
      r"^error: --valid-fraction \+ --test-fraction must be below 1.*0\.9 \+ 0\.1"),
 ], ids=["a few case variants beside a big label", "True beside true", "1.0 beside 1", "01 beside 1",
         "an accent decomposed beside composed", "a zero-width space", "full-width letters", "quoted",
-        "typographic quotes", "two spaces", "a header of other names", "a header of three columns", "three columns",
+        "typographic quotes", "two spaces", "a cyrillic o", "greek capitals", "a header of other names", "a header of three columns", "three columns",
         "jsonl header record",
         "a fraction with no such file", "fractions summing to 1", "a valid fraction summing to 1 with the default test"])
 def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, name, content, flags, message):
@@ -287,7 +296,9 @@ def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, nam
     add rows of it" for the first five, which adding rows never mends, for the fractions too, and
     for the missing file that a fraction splits one --data file, not a set with its own splits; and
     the three Unicode twins trained a class of each spelling.) A label in quotes beside the same
-    without, or spaced otherwise, is a class written two ways too; a .tsv header of other column
+    without, or spaced otherwise, is a class written two ways too, and so is one with a Cyrillic о
+    or Greek capitals that print as Latin letters ('p\u043es', '\u039d\u0395G': the code before
+    this one trained a class of each); a .tsv header of other column
     names, or rows of three columns (an id first), are named as such. (The old code trained a class
     of each quoting or spacing, called the header's "sentiment" a class too small to hold out, and
     read each id into its row's text.)"""

@@ -216,8 +216,8 @@ def split_rows(rows: list[tuple[str, str]], valid_fraction: float, test_fraction
     rows are shuffled with a generator seeded by `seed` (torch's CPU generator: the same order on
     every machine); of its n rows, round(n x valid_fraction), at least one, go to validation,
     round(n x test_fraction), at least one, to test, the rest to training; each split keeps the
-    file's order. Rows with the same text (same_text: case, spacing and Unicode's encoding set
-    aside) are one unit, so that no sentence sits in two splits; a unit goes with the label of its
+    file's order. Rows with the same text (same_text: case, accents, spacing and Unicode's encoding
+    set aside) are one unit, so that no sentence sits in two splits; a unit goes with the label of its
     first row. A label left with no unit of its own (given only to
     texts that first have another), a label too small to give each split a unit, or a file with
     one label, is refused (InputError)."""
@@ -257,13 +257,16 @@ def check_label_spellings(labels, where: str) -> None:
     ('POS', 'pos'), the same once Unicode's compatibility form is taken and invisible characters are
     dropped (an accent composed or decomposed, full-width letters, a zero-width space: labels that
     print alike), the same but for quotes around them or white space ('"food"', 'food'; 'very
-    good', 'very  good'), or the same finite number ('1', '1.0', '01'). Each way would train a class of its
+    good', 'very  good'), the same but for Cyrillic or Greek letters that look like Latin ones ('pos'
+    with a Cyrillic о), or the same finite number ('1', '1.0', '01'). Each way would train a class of its
     own, most likely from a typo. Checked before any label's rows are counted, so that the typo is
     named rather than a label too small to hold out."""
     for same, why, name in ((str.casefold, "differ only in case", repr),
                             (_visible, "differ only in how their characters are encoded (accents composed or "
                                        "not, full-width letters or invisible characters)", ascii),
                             (_unquoted, "differ only in quotes around them or in white space", repr),
+                            (_latin_look_alike, "differ only in letters of other scripts that look like Latin ones "
+                                                "(a Cyrillic or Greek o for a Latin o)", ascii),
                             (_number, "are one number spelled two ways", repr)):
         ways: dict[object, list[str]] = {}
         for label in sorted(set(labels)):
@@ -294,6 +297,18 @@ def _unquoted(label: str) -> str:
     return " ".join(_visible(label).strip(_QUOTES + " ").split())
 
 
+# Cyrillic and Greek letters (case folded) that print like a Latin letter, and that letter
+_LOOK_ALIKES = str.maketrans("\u0430\u0432\u0435\u0456\u0458\u043a\u043c\u043d\u043e\u0440\u0441\u0442\u0443\u0445\u0455\u0501\u04bb\u04cf"
+                             "\u03b1\u03b2\u03b5\u03b6\u03b7\u03b9\u03ba\u03bc\u03bd\u03bf\u03c1\u03c4\u03c5\u03c7",
+                             "abeijkmhopctyxsdhl" "abezhikmnoptyx")
+
+
+def _latin_look_alike(label: str) -> str:
+    """`label` as it reads (_unquoted) with each Cyrillic or Greek letter that prints like a Latin
+    one (о, е, а, р, с; ο, α, ρ; capitals such as Н and Β, once case folded) as that letter."""
+    return _unquoted(label).translate(_LOOK_ALIKES)
+
+
 def _number(label: str) -> Decimal | None:
     """`label` as an exact finite number ('01' and '1.0' are 1; 10^30 and 10^30 + 1 stay two, as
     floats would not keep them), or None for a label that is no number."""
@@ -305,11 +320,26 @@ def _number(label: str) -> Decimal | None:
 
 
 def same_text(text: str) -> str:
-    """`text` as a key under which two writings of one sentence meet: Unicode's compatibility form
-    without invisible characters, case folded (as an uncased tokenizer reads it), runs of white
-    space as one space, none at the ends. A copy of a sentence with a trailing space, or
-    capitalised, is still that sentence."""
-    return " ".join(_visible(text).split())
+    """`text` as a key under which two writings of one sentence meet, as an uncased BERT reads it:
+    Unicode's compatibility form without invisible characters, case folded, accents stripped, each
+    punctuation mark and CJK character a word of its own (as BERT's pre-tokenizer cuts them), the
+    words joined by one space. A copy of a sentence with a trailing space, capitalised, without its
+    accents or with a space before its full stop ("good ." for "good.") is still that sentence."""
+    bare = "".join(c for c in unicodedata.normalize("NFD", _visible(text)) if unicodedata.category(c) != "Mn")
+    return " ".join("".join(f" {c} " if _read_apart(c) else c for c in bare).split())
+
+
+def _read_apart(c: str) -> bool:
+    """Whether BERT's pre-tokenizer makes `c` a word of its own: a punctuation mark (Unicode's P
+    categories, and every ASCII character that is neither a letter, a digit nor white space, such
+    as $ and +) or a CJK ideograph."""
+    point = ord(c)
+    return (unicodedata.category(c).startswith("P") or (33 <= point <= 126 and not c.isalnum())
+            or any(start <= point <= end for start, end in _CJK))
+
+
+_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+        (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # the ideograph blocks BERT spaces apart
 
 
 def seen_in_training(train, rows) -> int:
