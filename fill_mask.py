@@ -38,6 +38,7 @@ from minibert.fill_mask import FillMaskError, fill_mask, load_masked_lm
 from minibert.run import die, input_lines, run_script
 from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges, utf8_text
 from minibert.run.folders import no_checkpoint_folder, resolve_checkpoint, said_for_its_run
+from minibert.run.probes import twin_not_finite
 from minibert.run.training import pick_device
 from minibert.text import one_line
 
@@ -92,11 +93,14 @@ def main(argv=None):
     texts = (EXAMPLES if args.examples else []) + (args.texts if args.texts or args.examples else read_texts([]))
     try:
         results = fill_mask(model.to(device), tokenizer, texts, k=args.top_k)
-        if args.beside_random_init:
-            torch.manual_seed(0)
-            random_init = fill_mask(BertForMaskedLM(model.config).to(device), tokenizer, texts, k=args.top_k)
     except FillMaskError as e:
         die(str(e))
+    if args.beside_random_init:
+        torch.manual_seed(0)
+        try:  # the texts were read once already: only its own weights can fail here
+            random_init = fill_mask(BertForMaskedLM(model.config).to(device), tokenizer, texts, k=args.top_k)
+        except FillMaskError:
+            die(f"--beside-random-init: {twin_not_finite(model.config)}")
     for i, (text, masks) in enumerate(zip(texts, results, strict=True)):
         print(("\n" if i else "") + one_line(text))
         for j, guesses in enumerate(masks):

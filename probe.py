@@ -52,7 +52,8 @@ from minibert.run.folders import (check_run_folder, checkpoints, claim_run_folde
                                    run_kind, said_for_its_run, write_json)
 from minibert.run.labelled import InputError, label_subsets, scores
 from minibert.run.probes import (PROBE_L2_GRID, PROBE_MAX_ITER, SOURCES, SUMMARY_FILE, ProbeText, frozen_probes,
-                                 labelled_splits, load_mlm, random_twin, run_flags, summary, summary_line)
+                                 labelled_splits, load_mlm, random_twin, run_flags, summary, summary_line,
+                                 twin_not_finite)
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
 from minibert.text import plain_tokenizer
@@ -95,11 +96,17 @@ def open_spec(spec: str, seeds: dict[str, int]) -> dict:
 
 @torch.no_grad()
 def finite_on_a_word(model: dict) -> dict:
-    """`model` (open_spec's), once its encoder gives finite numbers for one word: finite weights too
-    large for float32 are named now, before minutes of probing the models given before it."""
+    """`model` (open_spec's), once its encoder gives finite numbers for one word, and its embedding
+    layer for every token of its vocabulary alone: finite weights too large for float32 (a whole
+    layer, or the embedding rows of a few tokens) are named now, before minutes of probing the
+    models given before it."""
+    encoder = model["encoder"]
     ids = torch.tensor([plain_tokenizer(model["tokenizer"]).encode("the").ids])  # (1, T)
-    if not bool(torch.isfinite(model["encoder"](ids).last_hidden_state).all()):
-        die(f"{model['spec']}: the model {NOT_FINITE}")
+    every = torch.arange(encoder.embeddings.word_embeddings.num_embeddings).unsqueeze(1)  # (V, 1)
+    if not (bool(torch.isfinite(encoder(ids).last_hidden_state).all())
+            and bool(torch.isfinite(encoder.embeddings(every, torch.zeros_like(every))).all())):
+        twin = model["spec"].startswith("random:")
+        die(f"{model['spec']}: {twin_not_finite(encoder.config) if twin else 'the model ' + NOT_FINITE}")
     return model
 
 
@@ -138,12 +145,15 @@ class Prober:
         """(a) and (b) for a model with an MLM head, and (c) for every model."""
         t0 = time.time()
         out = {"name": model["name"], "spec": model["spec"], "path": model["path"]}
-        if model["mlm"] is not None:
-            text = self.text_for(model["tokenizer"])
-            out.update(text.mlm_probes(model["mlm"], self.args.device))
-            out["tokenizer"] = list(self.prepared).index(model["tokenizer"].to_str())
-        out["frozen"] = frozen_probes(model["encoder"], model["tokenizer"], self.texts, self.labels, self.subsets,
-                                      max_length=self.args.seq_len, device=self.args.device)
+        try:  # finite weights that overflow on some tokens only: the error names the model
+            if model["mlm"] is not None:
+                text = self.text_for(model["tokenizer"])
+                out.update(text.mlm_probes(model["mlm"], self.args.device))
+                out["tokenizer"] = list(self.prepared).index(model["tokenizer"].to_str())
+            out["frozen"] = frozen_probes(model["encoder"], model["tokenizer"], self.texts, self.labels, self.subsets,
+                                          max_length=self.args.seq_len, device=self.args.device)
+        except CheckpointError as e:
+            raise CheckpointError(f"{model['spec']}: {e}") from None
         out["seconds"] = time.time() - t0
         print(f"  {model['name']}: {out['seconds']:.0f} s", file=sys.stderr, flush=True)
         return out
@@ -411,7 +421,12 @@ def settle_flags(args, folders: list[str]) -> None:
     """Set args.corpus, seq_len and mask_prob, and args.seeds (each folder's twin seed), from the
     flags the runs of `folders` saved (the module docstring says the rule); one line where a flag
     given differs from a run's, or the runs differ in what the probed text shares."""
-    saved = {folder: run_flags(folder) for folder in folders}
+    saved = {}
+    for folder in folders:
+        try:
+            saved[folder] = run_flags(folder)
+        except CheckpointError as e:
+            die(said_for_its_run(folder, e))
     for folder, flags in saved.items():
         for key, value in (flags or {}).items():
             given = getattr(args, key)

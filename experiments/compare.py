@@ -555,10 +555,23 @@ def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]
         minilm = not args.quick or os.path.isfile(os.path.join(CACHE, "minilm", "config.json"))
         specs = f"random:{ckpt},{ckpt}" + (",minilm" if minilm else "")
     specs = specs if specs is not None else "minilm,runs/mlm-en"
+    check_no_comma_in_a_folder(specs)
     encoders = [Encoder.open(e.strip(), task) for e in specs.split(",") if e.strip()]
     if not encoders:
         die("--encoders names no encoder")
     return task, encoders
+
+
+def check_no_comma_in_a_folder(specs: str) -> None:
+    """Refuse --encoders naming a folder whose name holds a comma: cut at its commas, it would be
+    read as other folders (said missing, or worse, found)."""
+    parts = specs.split(",")
+    for i in range(len(parts)):
+        for j in range(i + 2, len(parts) + 1):
+            folder = ",".join(parts[i:j]).strip().removeprefix("random:")
+            if os.path.exists(folder):
+                die(f"--encoders: {folder} has a comma in its name, and --encoders is cut at commas; rename it, or "
+                    "give a link to it named without one")
 
 
 def _is_a_run_record(path: str) -> bool:

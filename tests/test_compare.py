@@ -4,6 +4,7 @@ import fcntl
 import itertools
 import json
 import re
+import shutil
 import statistics
 
 import pytest
@@ -401,6 +402,19 @@ def test_budgets_flag_is_checked(tmp_path):
         with refusal("--budgets"):
             compare.main([*bad, "--out", str(tmp_path / "out")])
         assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("spec", ["{folder}", "random:{folder}", "minilm,{folder}"])
+def test_an_encoder_folder_with_a_comma_in_its_name_is_named(tmp_path, tiny_checkpoint, spec):
+    """--encoders is cut at commas, so a checkpoint folder named `x,y` was read as the folders `x`
+    and `y`: "x is neither `minilm` nor a checkpoint folder", about a folder the user never named.
+    Now one line naming the folder and its comma, before --out is made."""
+    folder = tmp_path / "x,y"
+    shutil.copytree(tiny_checkpoint, folder)
+    with refusal(rf"^error: --encoders: {re.escape(str(folder))} has a comma in its name, and --encoders is cut at "
+                 "commas; rename it, or give a link to it named without one$"):
+        compare.main(["methods", "--quick", "--out", str(tmp_path / "out"), "--encoders", spec.format(folder=folder)])
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("where", ["the-run", "inside-the-run"])

@@ -633,6 +633,28 @@ def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(ba
     assert not (tmp_path / "ft").exists()
 
 
+@pytest.mark.parametrize("command", ["fill-mask", "probe-checkpoint", "probe-summary"])
+def test_a_random_init_that_overflows_blames_its_initializer_range_not_the_weights(base, tmp_path, capsys, command):
+    """A checkpoint whose weights are sound but whose config.json says initializer_range 1e37: the
+    random init drawn beside it (fill_mask.py --beside-random-init, probe.py's twin) has weights of
+    about 1e37 that overflow float32. One line naming the initializer_range (the code before this
+    one said the checkpoint was damaged, whose own guesses are fine)."""
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    config = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**config, "initializer_range": 1e37}))
+    import fill_mask
+    fill_mask.main(["--checkpoint", str(ckpt), "the [MASK] ."])  # the checkpoint itself is sound
+    capsys.readouterr()
+    argv = {"fill-mask": ["--checkpoint", str(ckpt), "--beside-random-init", "the [MASK] ."],
+            "probe-checkpoint": ["--checkpoint", str(ckpt), "--data-root", str(base / "cache"), "--budgets", "40",
+                                 "--out", str(tmp_path / "probes")],
+            "probe-summary": ["--summary", str(ckpt), "--data-root", str(base / "cache"), "--budgets", "40"]}[command]
+    with refusal(r"the random init, drawn with config.json's initializer_range 1e\+37, computes numbers that are not "
+                 r"finite \(they overflow float32\); BERT's is 0.02: set that in config.json$"):
+        (fill_mask if command == "fill-mask" else probe).main(argv)
+    assert capsys.readouterr().out == ""
+
+
 @pytest.mark.parametrize("dtype", ["int64", "bool", "uint8", "float8-nan"])
 def test_weights_that_are_not_floats_or_not_finite_in_fp8_are_refused(base, setup, tmp_path, dtype):
     """The checkpoint's weights rewritten as integers (rounded x100), booleans or bytes: cast to

@@ -159,6 +159,17 @@ def test_an_old_metrics_file_without_seq_len_or_probes_is_drawn_with_a_one_line_
     assert (tmp_path / "old.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("line_end", ["\r\n", "\r"])
+def test_records_on_lines_that_end_otherwise_are_drawn_alike(tmp_path, drawn, line_end):
+    """The records of a metrics.jsonl whose lines end in \r\n or \r alone (an editor's save): the
+    same lines as with \n (the code before this one read a file of \r-ended lines as one line and
+    said "none of its lines is a record")."""
+    path = write_run(tmp_path / "run", "pretraining", pretraining_records())
+    expected = xy(line_of(drawn(path).axes[0], "training"))
+    Path(path).write_bytes(Path(path).read_bytes().replace(b"\n", line_end.encode()))
+    assert xy(line_of(drawn(path).axes[0], "training")) == expected and len(expected[0]) == 6
+
+
 def test_probe_summary_keeps_its_numbers_in_a_pretraining_run_folder_only(tmp_path, drawn, capsys):
     """probes.json goes into a train_mlm.py run folder, where the figure finds the n-gram levels;
     a checkpoint folder (no run.json) gets nothing."""

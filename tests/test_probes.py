@@ -6,6 +6,7 @@ import math
 import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -352,8 +353,28 @@ def test_the_probes_take_the_flags_the_run_saved(tmp_path):
                                     ([a, b], {}, r"different --seq-len \(64, 128\); probe them one at a time")):
         with refusal(pattern):
             settled(folders, **given)
-    with pytest.raises(CheckpointError, match="does not read back as train_mlm.py's training state"):
+    with refusal(r"does not read back as train_mlm.py's training state \(.*\): the checkpoint is damaged — re-save "):
         settled([str(tmp_path / "cut")])
+
+
+@pytest.mark.parametrize("flag", ["--summary", "--checkpoint"])
+def test_a_damaged_training_state_of_a_run_gets_the_runs_advice(tmp_path, tiny_run, flag):
+    """A run whose newest checkpoint's training_state.pt is cut short (50 bytes): probe.py names the
+    file and, as for damaged weights, what mends it in that run (its earlier checkpoint, or a
+    resume), with torch's first sentence only (the code before this one printed torch's whole
+    paragraph, advising nothing of the run)."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    (run / "run.json").write_text('{"kind": "pretraining"}\n')
+    newest, earlier = checkpoints(str(run))[-1], checkpoints(str(run))[0]
+    saved_run(Path(newest))
+    state = Path(newest) / "training_state.pt"
+    state.write_bytes(state.read_bytes()[:50])
+    with refusal(rf"^error: {re.escape(str(state))} does not read back as train_mlm.py's training state "
+                 r"\(RuntimeError: [^.]*\): the checkpoint is damaged — give an earlier checkpoint of the run "
+                 rf"\({re.escape(earlier)}\), or resume the run \(train_mlm.py --out {re.escape(str(run))} --resume\), "
+                 "which passes a damaged checkpoint over$"):
+        command.main([flag, str(run), "--budgets", "40", "--out", str(tmp_path / "out")])
 
 
 def test_the_command_hands_the_runs_own_flags_to_the_probes(tmp_path, tiny_run, monkeypatch):
@@ -377,12 +398,14 @@ def test_the_command_hands_the_runs_own_flags_to_the_probes(tmp_path, tiny_run, 
 
 
 @pytest.mark.parametrize("case", ["a-second-checkpoint-mistyped", "a-second-checkpoint-not-finite",
-                                  "a-second-checkpoint-overflows", "summary-of-a-run-moved-in-as-newest",
-                                  "fill-mask-on-a-run-moved-in-as-newest"])
+                                  "a-second-checkpoint-overflows", "a-second-checkpoint-overflows-on-some-tokens",
+                                  "summary-of-a-run-moved-in-as-newest", "fill-mask-on-a-run-moved-in-as-newest"])
 def test_every_checkpoint_is_checked_before_the_first_is_probed(tmp_path, tiny_run, capsys, case):
-    """Two --checkpoint, the second mistyped, holding a NaN, or with LayerNorm weights of 1e38
-    (finite, but its numbers overflow float32): one line, naming it, before anything is probed (the
-    old code probed the first, printing its work, then stopped). A run moved by hand into the run's
+    """Two --checkpoint, the second mistyped, holding a NaN, with LayerNorm weights of 1e38, or
+    with word-embedding rows of 3e38 for every token but [CLS], [SEP] and "the" (finite, but the
+    sum of a row's 32 numbers overflows float32, so its LayerNorm gives NaN): one line, naming it,
+    before anything is probed (the old code probed the first, printing its work, then stopped; the
+    code before this one did so for the rows of some tokens, without naming the second). A run moved by hand into the run's
     checkpoints/ as its newest step: --summary and fill_mask.py say so (the old code: "not a
     checkpoint or run folder" and "holds no config.json", for a folder that is a run)."""
     import fill_mask
@@ -393,8 +416,11 @@ def test_every_checkpoint_is_checked_before_the_first_is_probed(tmp_path, tiny_r
             second = tmp_path / "second"
             shutil.copytree(checkpoints(str(tiny_run))[-1], second, ignore=shutil.ignore_patterns("training_state.pt"))
             weights = load_file(second / "model.safetensors")
+            kept = Tokenizer.from_file(str(second / "tokenizer.json")).encode("the").ids  # [CLS] the [SEP]
             for name, tensor in weights.items():
-                if "LayerNorm.weight" in name:
+                if case.endswith("some-tokens") and name.endswith("word_embeddings.weight"):
+                    tensor[[i for i in range(len(tensor)) if i not in kept]] = 3e38
+                elif "LayerNorm.weight" in name and not case.endswith("some-tokens"):
                     tensor.fill_(float("nan") if case.endswith("not-finite") else 1e38)
             save_file(weights, str(second / "model.safetensors"), metadata={"format": "pt"})
             pattern = (rf"^error: {re.escape(str(second))}(: the model computes numbers that are not finite| holds "
@@ -452,3 +478,17 @@ def test_a_run_that_saves_while_it_is_probed_is_probed_as_listed(tmp_path, tiny_
     monkeypatch.setattr(command, "checkpoints", saves_after_the_first_listing)
     results = command.main(["--run", str(run), "--budgets", "40", "--out", str(tmp_path / "out")])
     assert [r["step"] for r in results["steps"]] == [0, 10, 20]
+
+
+def test_a_model_that_overflows_while_it_is_probed_is_named(tmp_path, tiny_run, monkeypatch):
+    """Numbers that overflow only on some texts, deeper than the embedding rows checked up front
+    (here the frozen-feature probe made to find them in the first model it probes, the checkpoint
+    given): the one line names that checkpoint (the code before this one said "the model computes
+    numbers that are not finite" without saying which of the models given)."""
+    def overflowing(*args, **kwargs):
+        raise CheckpointError("the model computes numbers that are not finite from its weights")
+
+    monkeypatch.setattr(command, "frozen_probes", overflowing)
+    ckpt = checkpoints(str(tiny_run))[-1]
+    with refusal(rf"^error: {re.escape(ckpt)}: the model computes numbers that are not finite from its weights$"):
+        command.main(["--checkpoint", ckpt, "--budgets", "40", "--out", str(tmp_path / "out")])

@@ -16,6 +16,7 @@ import torch
 from ..checkpoint import DAMAGED
 from ..files import (delete_unless_read, fresh_folder, nearest_existing, no_folder, not_a_file, open_no_link, parse_json,
                      read_bytes, read_held, remove_left_temporaries, repeated_key, sha256_of, try_lock, unlock, write_file)
+from ..text import lines_of
 from . import die, interrupted, say_warnings, write_advice
 
 # ---- run folders ----------------------------------------------------------------------------
@@ -473,9 +474,10 @@ def truncate_metrics(path: str, step: int) -> None:
 
 def metric_records(path: str):
     """The records of a metrics.jsonl, in order: JSON objects with an integer "step", one a line
-    (white space around it, a form feed too, is no part of it). A line a crash cut short, or any
-    line that is not such a record (a key given twice too: which value counts is unsaid), is skipped."""
-    for line in read_bytes(path).decode("utf-8-sig", errors="replace").split("\n"):  # -sig: a BOM is no text
+    (lines end at \n, \r\n or \r, as an editor may have written them; white space around a record,
+    a form feed too, is no part of it). A line a crash cut short, or any line that is not such a
+    record (a key given twice too: which value counts is unsaid), is skipped."""
+    for line in lines_of(read_bytes(path).decode("utf-8-sig", errors="replace")):  # -sig: a BOM is no text
         try:
             record = parse_json(line.strip())
         except ValueError:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 import torch
 from tokenizers import Tokenizer
 
-from ..checkpoint import NOT_FINITE, CheckpointError, load_tokenizer, torch_load
+from ..checkpoint import DAMAGED, NOT_FINITE, CheckpointError, load_tokenizer, torch_load
 from ..config import BertConfig
 from ..files import read_bytes
 from ..loss import IGNORE_INDEX
@@ -91,8 +91,9 @@ def run_flags(checkpoint: str) -> dict | None:
         corpus = state.get("corpus_name") or " ".join(saved["corpus"])  # a run older than corpus_name: its --corpus
         return {"corpus": corpus, "seq_len": saved["seq_len"], "mask_prob": saved["mask_prob"], "seed": saved["seed"]}
     except Exception as e:  # cut short, not a dict, a flag missing: torch.load raises many kinds
-        what = f"{type(e).__name__}: {e}"
-        raise CheckpointError(f"{path} does not read back as train_mlm.py's training state ({what})") from None
+        what = f"{type(e).__name__}: {str(e).split('. ')[0]}"  # torch's first sentence; the rest is advice
+        raise CheckpointError(f"{path} does not read back as train_mlm.py's training state ({what}): {DAMAGED}") \
+            from None
 
 
 def random_twin(path: str, seed: int = 0) -> BertForMaskedLM:
@@ -106,6 +107,13 @@ def random_twin(path: str, seed: int = 0) -> BertForMaskedLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return BertForMaskedLM(config).eval()
+
+
+def twin_not_finite(config) -> str:
+    """Why a random init drawn from `config` (a BertConfig) computes numbers that are not finite:
+    its weights are drawn with config.json's initializer_range, not read from the checkpoint."""
+    return (f"the random init, drawn with config.json's initializer_range {config.initializer_range:g}, computes "
+            "numbers that are not finite (they overflow float32); BERT's is 0.02: set that in config.json")
 
 
 # ---- (a) masked-token loss against n-gram models ------------------------------------------------
@@ -482,9 +490,14 @@ def summary(path: str, corpus_folder: str, labelled_folder: str, budget: int | N
     majority = int(labels["train"][rows].bincount().argmax())
     out["baselines"]["majority_class_test_acc"] = (labels["test"] == majority).double().mean().item()
     for name, model in (("model", load_mlm(path)), ("random", random_twin(path, seed))):
-        out[name] = text.mlm_probes(model, device)
-        out[name]["frozen"] = frozen_probes(model.bert, tokenizer, texts, labels, {"budget": rows}, ("mean",), seq_len,
-                                            device)["mean"]["budget"]
+        try:
+            out[name] = text.mlm_probes(model, device)
+            out[name]["frozen"] = frozen_probes(model.bert, tokenizer, texts, labels, {"budget": rows}, ("mean",),
+                                                seq_len, device)["mean"]["budget"]
+        except CheckpointError:
+            if name == "model":
+                raise
+            raise CheckpointError(twin_not_finite(model.config)) from None
     return out
 
 
