@@ -23,7 +23,7 @@ from minibert.checkpoint import NOT_FINITE
 from minibert.files import write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser, utf8_text
-from minibert.run.folders import no_checkpoint_folder, resolve_checkpoint, said_for_its_run
+from minibert.run.folders import inside_a_runs_folder, no_checkpoint_folder, resolve_checkpoint, said_for_its_run
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot, table
 from minibert.text import plain_tokenizer
 
@@ -121,12 +121,16 @@ def main(argv=None):
                         "another")
     p.add_argument("--text", default=TEXT, type=utf8_text, help=f"segment A (default: {TEXT!r})")
     p.add_argument("--next", default=NEXT, type=utf8_text, help=f"segment B (default: {NEXT!r})")
-    p.add_argument("--out", help="the picture (.png, .pdf, .svg; default: attention.png in the first folder)")
+    p.add_argument("--out", help="the picture (.png, .pdf, .svg; default: attention.png in the first folder, or in "
+                                 "its run's folder for a checkpoint of a run)")
     args = p.parse_args(argv)
     if not args.text.strip() or not args.next.strip():
         p.error("--text and --next must each hold some text")
     if args.out and picture_problem(args.out):  # said before any model is loaded
         p.error(f"--out {args.out}: {picture_problem(args.out)}")
+    if args.out and inside_a_runs_folder(args.out):
+        p.error(f"--out {args.out} lies inside a folder of the run {inside_a_runs_folder(args.out)} (a checkpoint, "
+                "best/ ...), which the run itself replaces or prunes; give a path in the run's own folder or outside it")
     models = []
     for path in args.checkpoint:
         name, model, tokenizer = load(path)
@@ -135,7 +139,8 @@ def main(argv=None):
             die(f"--checkpoint {path} has {probs.shape[0]} layers of {probs.shape[1]} heads, the first has "
                 f"{models[0][2].shape[0]} of {models[0][2].shape[1]}: draw checkpoints of one size together")
         models.append((name, tokens, probs))
-    out = args.out or os.path.join(args.checkpoint[0], "attention.png")
+    first = args.checkpoint[0]  # a checkpoint of a run: the picture goes into the run's own folder
+    out = args.out or os.path.join(inside_a_runs_folder(os.path.join(first, "attention.png")) or first, "attention.png")
     if picture_problem(out):  # the default, in a checkpoint folder that may not be writable
         die(f"cannot draw into {out}: {picture_problem(out)}; give --out")
     for name, tokens, probs in models:

@@ -25,13 +25,13 @@ import os
 import sys
 from collections import Counter
 
-from minibert.files import read_bytes, write_file
+from minibert.files import parse_json, read_bytes, repeated_key, write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser
-from minibert.run.folders import KINDS, enclosing_run, metric_records, read_json, run_kind
+from minibert.run.folders import KINDS, inside_a_runs_folder, metric_records, read_json, run_kind
 from minibert.run.probes import SUMMARY_FILE
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot
-from minibert.text import not_utf8
+from minibert.text import lines_of, not_utf8
 
 
 # ---- reading the records ----------------------------------------------------------------------
@@ -215,6 +215,19 @@ def one_record_per_epoch(records: list[dict], metrics_path: str) -> list[dict]:
     return [last[epoch] for epoch in sorted(last)]
 
 
+def key_given_twice(lines: list[str]) -> str:
+    """": line N gives the key K twice" for the first line that would be a record but for a key it
+    gives twice (which value counts is unsaid), or ""."""
+    for n, line in enumerate(lines, 1):
+        try:
+            record = parse_json(line.strip())
+        except ValueError:
+            continue
+        if isinstance(record, dict) and type(record.get("step")) is int and repeated_key(line.strip()) is not None:
+            return f": line {n:,} gives the key {repeated_key(line.strip())!r} twice"
+    return ""
+
+
 def figure(metrics_path: str):
     """The matplotlib Figure of a run's metrics: a fine-tuning run's, or a pretraining run's (with a
     one-line note when there is no probes.json to draw the n-gram levels from). The records decide
@@ -229,14 +242,15 @@ def figure(metrics_path: str):
     if any(number(v) and v < 0 for v in losses):
         why = f"below 0, {why}"
     raw = read_bytes(metrics_path)
-    lines = sum(bool(line.strip()) for line in raw.decode("utf-8", errors="replace").split("\n"))
+    text = lines_of(raw.decode("utf-8", errors="replace"))
+    lines = sum(bool(line.strip()) for line in text)
     if not records and lines:
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as e:
             die(f"{metrics_path}: {not_utf8(e)}")
         die(f"{metrics_path}: none of its lines is a record of a run's log (a JSON object with an integer "
-            "step); give the metrics.jsonl of a train_mlm.py or finetune.py run")
+            f"step, each key once{key_given_twice(text)}); give the metrics.jsonl of a train_mlm.py or finetune.py run")
     if not losses:
         die(f"{metrics_path} holds no loss to draw yet (no record with a train_loss or valid_loss); "
             "plot it once the run has logged a step")
@@ -307,8 +321,8 @@ def main(argv=None):
         p.error(f"--out {out} is the metrics file itself; give another PNG path")
     if picture_problem(out):  # a wrong --out is a wrong command line (exit status 2); the default's folder is not
         (p.error if args.out else die)(f"--out {out}: {picture_problem(out)}")
-    run = enclosing_run(out)
-    if run is not None and os.path.dirname(os.path.abspath(out)) not in (os.path.abspath(run), os.path.realpath(run)):
+    run = inside_a_runs_folder(out)
+    if run is not None:
         p.error(f"--out {out} lies inside a folder of the {run_kind(run)} run {run} (a checkpoint, best/ ...), which "
                 "the run itself replaces or prunes; give a path in the run's own folder or outside it")
     try:

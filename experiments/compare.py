@@ -56,7 +56,7 @@ from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
 from minibert.run.finetuning import Recipe
 from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
-from minibert.run.folders import KINDS, LOCK_FILE, enclosing_run, run_kind, write_json
+from minibert.run.folders import LOCK_FILE, run_kind, the_run_it_is_or_is_in, write_json
 from minibert.run.labelled import label_subsets, scores
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
@@ -617,9 +617,10 @@ def main(argv=None):
     out = os.path.join(args.out, args.study)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         die(f"cannot make --out {args.out}: it is a file; give a folder")
-    outer = args.out if run_kind(args.out) in KINDS else enclosing_run(args.out)
+    outer = the_run_it_is_or_is_in(out)  # --out, a folder above it, or the study's own folder in it
     if outer is not None:  # pruning or --overwrite of that run would delete the study
-        die(f"--out {args.out} is in the {run_kind(outer)} run {outer}; a study never goes inside a run: "
+        where = f": its {args.study} folder is the" if outer == out else " is in the"
+        die(f"--out {args.out}{where} {run_kind(outer)} run {outer}; a study never goes inside a run: "
             "choose another --out")
     planted = [path for path in (out, os.path.join(out, "runs")) if os.path.islink(path)]
     if planted:  # its records would be written wherever the link points

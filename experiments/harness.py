@@ -33,6 +33,7 @@ from minibert.run.classification import classifier_on, logits_of, set_trainable
 from minibert.run.finetuning import BestEpoch, Recipe, epoch_batches, fine_tune
 from minibert.run.folders import resolve_checkpoint, said_for_its_run
 from minibert.run.labelled import read_split, scores, split_files, token_ids, truncate
+from minibert.run.probes import twin_not_finite
 from minibert.text import pad_batch
 
 # ---- data -----------------------------------------------------------------------------------
@@ -97,21 +98,23 @@ class Encoder:
             name = f"random init ({name}'s config and tokenizer)"
         try:  # a damaged encoder is one line now, not a traceback in the middle of a study
             tok = load_tokenizer(path)
-            model = BertModel.from_pretrained(path) if pretrained else None
-            if not pretrained:
-                read_config(path)
+            if pretrained:
+                model = BertModel.from_pretrained(path)
+            else:  # a draw like the studies' own (each from its seed), to look at its numbers only
+                config = read_config(path)[0]
+                with torch.random.fork_rng(devices=[]):
+                    model = BertModel(config)
         except (CheckpointError, FileNotFoundError) as e:
             die(f"--encoders {spec}: {said_for_its_run(path, e)}")
         enc = cls(name, path, pad_id=tok.token_to_id("[PAD]") or 0, pretrained=pretrained)
         for s in ("train", "valid", "test"):
             enc.tokens[s] = token_ids(tok, getattr(task, s).texts)  # untruncated: each study cuts its own
-        if model is not None:  # finite weights too large for float32: said now, before any study prints a line
-            first = truncate(enc.tokens["train"][0], model.config.max_position_embeddings)
-            with torch.no_grad():
-                out = model.eval()(torch.tensor([first]))                   # (1, T, C) and (1, C)
-            if not all(bool(torch.isfinite(t).all()) for t in (out.last_hidden_state, out.pooler_output)
-                       if t is not None):
-                die(f"--encoders {spec}: the model {NOT_FINITE}")
+        # finite weights too large for float32 (or a random init drawn that large): said now, before any study prints
+        first = truncate(enc.tokens["train"][0], model.config.max_position_embeddings)
+        with torch.no_grad():
+            out = model.eval()(torch.tensor([first]))                       # (1, T, C) and (1, C)
+        if not all(bool(torch.isfinite(t).all()) for t in (out.last_hidden_state, out.pooler_output) if t is not None):
+            die(f"--encoders {spec}: {'the model ' + NOT_FINITE if pretrained else twin_not_finite(model.config)}")
         return enc
 
     def backbone(self, unpad: bool = True, dropout: float = 0.1) -> BertModel:

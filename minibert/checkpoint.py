@@ -492,11 +492,28 @@ def load_tokenizer(path: str | os.PathLike):
     except Exception as e:  # the tokenizers library raises a bare Exception
         raise CheckpointError(f"{file}: not a valid tokenizer.json ({_first_line(e)})") from None
     config = _json_object(os.path.join(os.fspath(path), "config.json"))  # None: a tokenizer alone, or damaged
+    state = parse_json(text)
+    _check_no_added_tokens_file(path, file, state)  # before the sizes: a token it adds may be what they miss
     _check_tokenizer_belongs(config, file, text, tokenizer)
     _check_vocabulary(file, tokenizer)
     _check_template(file, tokenizer)
-    _check_read_as_transformers_reads(path, file, tokenizer, parse_json(text), config or {})
+    _check_read_as_transformers_reads(path, file, tokenizer, state, config or {})
     return tokenizer
+
+
+def _check_no_added_tokens_file(path, file: str, state: dict) -> None:
+    """added_tokens.json (a file older transformers wrote beside a vocabulary) adds each token it
+    names, as a token of its own, when transformers reads the folder; minibert reads tokenizer.json
+    alone. So every token it names must be one of tokenizer.json's added tokens, with the same id
+    (a CheckpointError otherwise), and the file a JSON object (_tokenizer_file)."""
+    where = os.path.join(os.fspath(path), "added_tokens.json")
+    listed = _tokenizer_file(where) or {}
+    held = {token.get("content"): token.get("id") for token in state.get("added_tokens") or [] if isinstance(token, dict)}
+    for token, given_id in listed.items():
+        if held.get(token, object()) != given_id:
+            raise CheckpointError(f"{where} adds {token!r} (id {given_id}), which {file} does not hold among its added "
+                                  f"tokens with that id: transformers would read it as a token of its own, minibert "
+                                  f"reads {file} alone: remove {where}, or add the token to {file}")
 
 
 # the special tokens minibert reads by name, under the keys transformers' tokenizer files give them
@@ -543,11 +560,11 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: di
       null strips accents when lower-casing), so tokenizer.json's normalizer, pre-tokenizer and
       WordPiece settings must be those. A minibert checkpoint saved before minibert wrote
       tokenizer_config.json (its config.json records its tokenizer's digest) is read as it was
-      trained; transformers reads it with BERT's defaults. A file that is not a JSON object is
-      left unread, as minibert reads no other key of it. `state`: tokenizer.json's content."""
+      trained; transformers reads it with BERT's defaults. A file that is there but not a JSON
+      object is refused (_tokenizer_file). `state`: tokenizer.json's content."""
     saved_by_minibert = TOKENIZER_DIGEST in config
     files = {name: os.path.join(os.fspath(path), name) for name in ("tokenizer_config.json", "special_tokens_map.json")}
-    given = {name: _json_object(where) for name, where in files.items()}
+    given = {name: _tokenizer_file(where) for name, where in files.items()}
     unk = (state.get("model") or {}).get("unk_token") or SPECIAL_TOKEN_KEYS["unk_token"]
     for name, settings in given.items():
         for key, expected in {**SPECIAL_TOKEN_KEYS, "unk_token": unk}.items():
@@ -613,6 +630,26 @@ def _check_added_token_agrees(where: str, file: str, entry: dict, held: dict) ->
             raise CheckpointError(f"{where} gives {entry['content']!r} {key} {json.dumps(entry[key])}, but {file} "
                                   f"gives it {json.dumps(held.get(key))}: transformers would read text with the "
                                   f"first, minibert with the second: make the two agree")
+
+
+def _tokenizer_file(file: str) -> dict | None:
+    """The JSON object in `file`, one of the tokenizer files transformers reads beside tokenizer.json,
+    or None where there is none; a CheckpointError for one that is there but not a JSON object (cut
+    short, empty, a list): transformers cannot read the folder's tokenizer then."""
+    if not os.path.lexists(file):
+        return None
+    try:
+        settings = parse_json(read_bytes(file))
+    except OSError as e:
+        raise CheckpointError(f"{file}: cannot read it ({e.strerror})") from None
+    except ValueError as e:
+        settings = e
+    if not isinstance(settings, dict):
+        why = f"not JSON: {getattr(settings, 'msg', settings)}" if isinstance(settings, ValueError) else \
+            f"a JSON {type(settings).__name__}"
+        raise CheckpointError(f"{file} is not a JSON object ({why}): transformers cannot read the folder's tokenizer "
+                              "with it; mend it, or remove it")
+    return settings
 
 
 def _json_object(file: str) -> dict | None:

@@ -130,13 +130,16 @@ def write_file(path: str, data) -> None:
         raise
 
 
-def remove_left_temporaries(folder: str) -> None:
+def remove_left_temporaries(folder: str, names=None) -> None:
     """Remove what `write_file` left in `folder` (not below it) when its process was killed
-    (kill -9) between writing and renaming: `NAME.tmpPID` of a process that is gone."""
+    (kill -9) between writing and renaming: `NAME.tmpPID` of a process that is gone, where NAME
+    is one of `names` (the files written there; None: any), so that a file of one's own named
+    like one (`notes.tmp999999`) is kept."""
     for name in os.listdir(folder) if os.path.isdir(folder) else ():
-        found = re.search(r"\.tmp(\d+)$", name)
+        found = re.fullmatch(r"(.+)\.tmp(\d+)", name)
         path = os.path.join(folder, name)
-        if found and not (os.path.isdir(path) and not os.path.islink(path)) and not _alive(int(found.group(1))):
+        if found and (names is None or found.group(1) in names) and not (os.path.isdir(path) and not os.path.islink(path)) \
+                and not _alive(int(found.group(2))):
             os.remove(path)
 
 

@@ -26,12 +26,24 @@ def lines_of(text: str) -> list[str]:
 
 def not_utf8(e: UnicodeDecodeError) -> str:
     """Why a file's bytes are not read as text, and the fix, for a message: the first byte that is
-    no UTF-8 and where; a UTF-16 file (its byte-order mark first) or a Latin-1 one is named."""
-    head = bytes(e.object[:2])
-    kind = ("; the file starts with a UTF-16 byte-order mark" if head in (b"\xff\xfe", b"\xfe\xff")
-            else "")
+    no UTF-8 and where; a UTF-32 or UTF-16 file (its byte-order mark first) or a Latin-1 one is named."""
+    head = bytes(e.object[:4])
+    width = "32" if head in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff") else \
+        "16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else None
+    kind = f"; the file starts with a UTF-{width} byte-order mark" if width else ""
     return (f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start:,} is no UTF-8{kind}): save it as UTF-8 "
-            "(e.g. iconv -f LATIN1 -t UTF-8, or -f UTF-16)")
+            f"(e.g. iconv -f {f'UTF-{width}' if width else 'LATIN1'} -t UTF-8)")
+
+
+def nul_bytes(text: str) -> str | None:
+    """Why a text holding NUL bytes (which no text holds, but which UTF-16 or UTF-32 without a
+    byte-order mark decode into as "valid" UTF-8) is not read, and the fix; None without them."""
+    if "\x00" not in text:
+        return None
+    encoding = "UTF-32" if "\x00\x00\x00" in text else "UTF-16"
+    encoding += "BE" if text.startswith("\x00") else "LE"
+    return (f"it holds NUL bytes, as {encoding[:6]} without a byte-order mark does: save it as UTF-8 "
+            f"(e.g. iconv -f {encoding} -t UTF-8)")
 
 
 # the characters other than \n and \r at which str.splitlines() (and so some editor) breaks a line: not line ends here

@@ -417,16 +417,21 @@ def test_an_encoder_folder_with_a_comma_in_its_name_is_named(tmp_path, tiny_chec
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("where", ["the-run", "inside-the-run"])
+@pytest.mark.parametrize("where", ["the-run", "inside-the-run", "the-study-folder"])
 def test_a_study_is_never_written_into_a_run(tmp_path, where):
     """--out a fine-tuning run folder, or a folder inside one (its best/): the study's folders
-    would be deleted with the run by its --overwrite. One line before anything is loaded or made."""
-    run = tmp_path / "cls"
+    would be deleted with the run by its --overwrite. So for an --out whose study folder
+    (OUT/methods) is a run: the code before this one wrote the study's report into the run,
+    rewrote its lock, and the run's --overwrite then refused a folder holding what no run writes.
+    One line before anything is loaded or made."""
+    run = tmp_path / ("methods" if where == "the-study-folder" else "cls")
     (run / "best").mkdir(parents=True)
     (run / "run.json").write_text('{"kind": "fine-tuning"}')
-    out = run if where == "the-run" else run / "best" / "study"
+    out = {"the-run": run, "inside-the-run": run / "best" / "study", "the-study-folder": tmp_path}[where]
     before = sorted(tmp_path.rglob("*"))
-    with refusal(rf"--out {re.escape(str(out))} is in the fine-tuning run .*cls; a study never goes inside a run"):
+    said = f": its methods folder is the fine-tuning run {re.escape(str(run))}" if where == "the-study-folder" \
+        else " is in the fine-tuning run .*cls"
+    with refusal(rf"--out {re.escape(str(out))}{said}; a study never goes inside a run"):
         compare.main(["methods", "--quick", "--out", str(out)])
     assert sorted(tmp_path.rglob("*")) == before
 

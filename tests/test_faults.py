@@ -30,7 +30,7 @@ from minibert.run import first_line
 from minibert.run.folders import LOCK_FILE, checkpoints, claim_run_folder, resolve_checkpoint, write_json
 
 import conftest
-from conftest import refusal
+from conftest import REPO, refusal
 from test_finetune import run as finetune_run
 
 
@@ -1092,3 +1092,36 @@ def test_plot_metrics_draws_nothing_inside_a_folder_a_run_replaces(pretrained, t
     assert e.value.code == 2 and not (out / "checkpoints" / "step-000004" / "loss.png").exists()
     plot_metrics.main([str(out / "metrics.jsonl"), "--out", str(out / "mine.png")])
     assert (out / "mine.png").is_file()
+
+
+@pytest.mark.parametrize("case", ["two-at-once", "a-folder-lacking-a-file", "left-by-a-killed-fetch", "a-full-disk"])
+def test_the_minilm_fetch_is_whole_or_nothing_and_one_line(tmp_path, monkeypatch, case):
+    """MiniLM unpacked into a cache of its own (`--root`), where the code before this one: let a
+    second process fetching at once fail on the first's rename in a traceback ("Directory not
+    empty"), its 88 MB temporary folder left; did the same over a minilm/ lacking config.json;
+    never removed the temporary folder of a fetch killed with kill -9; and on a full disk stopped in
+    a traceback, the partial folder left. Now the second waits for the first (a lock) and finds the
+    folder whole, a folder lacking a file is replaced, a killed fetch's folder is removed, and a
+    failed write is one DataError naming its cause; no temporary folder is left in any case."""
+    from data import prepare
+    root = tmp_path / "cache"
+    fetch = [sys.executable, "-c", f"from data.prepare import fetch_minilm; fetch_minilm({str(root)!r})"]
+    if case == "two-at-once":
+        procs = [subprocess.Popen(fetch, cwd=REPO, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        assert [(p.wait(timeout=300), p.stderr.read()) for p in procs] == [(0, ""), (0, "")]
+    elif case == "a-full-disk":
+        def full(path, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        monkeypatch.setattr(prepare, "write_file", full)
+        with pytest.raises(prepare.DataError, match=rf"^the data cache {re.escape(str(root))}: \S+: No space left on "
+                                                    "device; free some space"):
+            prepare.fetch_minilm(str(root))
+        assert os.listdir(root) == ["minilm.lock"]
+        return
+    else:
+        left = root / ("minilm" if case == "a-folder-lacking-a-file" else "minilm.tmp999999")
+        left.mkdir(parents=True)
+        (left / "vocab.txt").write_text("[PAD]\n")
+        prepare.fetch_minilm(str(root))
+    assert sorted(os.listdir(root)) == ["minilm", "minilm.lock"]
+    assert all((root / "minilm" / name).is_file() for name in prepare.MINILM_FILES)

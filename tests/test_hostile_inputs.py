@@ -406,6 +406,7 @@ def test_a_folder_transformers_reads_otherwise_than_its_tokenizer_json_is_refuse
                                "added_tokens_decoder": {"4": {**MASK_AS_HELD, "normalized": True}}},
      "gives '[MASK]' normalized true"),
     ("special_tokens_map.json", {"eos_token": {"content": "the"}}, "special_tokens_map.json makes 'the' a special"),
+    ("added_tokens.json", {"there": 50}, "added_tokens.json adds 'there' (id 50), which"),
     ("tokenizer_config.json", {"split_special_tokens": True}, "sets split_special_tokens"),
     ("tokenizer_config.json", {"tokenizer_class": "BertTokenizer", **AGREES, "do_lower_case": "yes"},
      'its do_lower_case is "yes", not true or false'),
@@ -416,7 +417,7 @@ def test_a_folder_transformers_reads_otherwise_than_its_tokenizer_json_is_refuse
     ("tokenizer_config.json", {"added_tokens_decoder": {"4": MASK_AS_HELD, "3": {"content": "[SEP]"}}}, None),
 ], ids=["distilbert-class", "electra-class", "roberta-class", "additional-special-the", "extra-special-the",
         "bos-the", "added-tokens-decoder-the", "mask-single-word", "mask-normalized", "bert-class-mask-normalized",
-        "map-eos-the", "split-special-tokens", "lower-case-yes",
+        "map-eos-the", "added-tokens-file-there", "split-special-tokens", "lower-case-yes",
         "config-roberta-class", "agrees", "config-generic-class-agrees", "added-tokens-decoder-agrees"])
 def test_tokenizer_files_that_make_transformers_read_otherwise_are_refused(base, tmp_path, file, settings, said):
     """transformers reads the text through tokenizer_config.json and special_tokens_map.json too:
@@ -425,7 +426,8 @@ def test_tokenizer_files_that_make_transformers_read_otherwise_are_refused(base,
     bytes); a token made special that tokenizer.json does not hold as one is read apart from any
     word ("there" as "the" + "##re"); an added_tokens_decoder entry that makes [MASK] single_word no
     longer reads it in "x[MASK]y", and one that makes it normalized reads "[mask]" as [MASK]
-    (tokenizer.json holds it with neither); split_special_tokens splits a typed [MASK]; a do_lower_case
+    (tokenizer.json holds it with neither); an added_tokens.json adds its tokens (the code before
+    this one read none of these three); split_special_tokens splits a typed [MASK]; a do_lower_case
     that is no boolean stops transformers. Each is shown to read other ids than tokenizer.json
     (or not to load), and each is refused in one line (the old code answered silently, for other
     ids than transformers'). Special tokens tokenizer.json holds already change nothing. Without a
@@ -633,12 +635,15 @@ def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(ba
     assert not (tmp_path / "ft").exists()
 
 
-@pytest.mark.parametrize("command", ["fill-mask", "probe-checkpoint", "probe-summary"])
+@pytest.mark.parametrize("command", ["fill-mask", "probe-checkpoint", "probe-summary", "compare"])
 def test_a_random_init_that_overflows_blames_its_initializer_range_not_the_weights(base, tmp_path, capsys, command):
     """A checkpoint whose weights are sound but whose config.json says initializer_range 1e37: the
-    random init drawn beside it (fill_mask.py --beside-random-init, probe.py's twin) has weights of
-    about 1e37 that overflow float32. One line naming the initializer_range (the code before this
-    one said the checkpoint was damaged, whose own guesses are fine)."""
+    random init drawn beside it (fill_mask.py --beside-random-init, probe.py's twin,
+    experiments.compare's random:FOLDER) has weights of about 1e37 that overflow float32. One line
+    naming the initializer_range, before any other line and before a study's --out is made (the
+    code before this one said the checkpoint was damaged, whose own guesses are fine; the study
+    first printed its bag-of-words baseline into a new --out)."""
+    from experiments import compare
     ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
     config = json.loads((ckpt / "config.json").read_text())
     (ckpt / "config.json").write_text(json.dumps({**config, "initializer_range": 1e37}))
@@ -648,11 +653,30 @@ def test_a_random_init_that_overflows_blames_its_initializer_range_not_the_weigh
     argv = {"fill-mask": ["--checkpoint", str(ckpt), "--beside-random-init", "the [MASK] ."],
             "probe-checkpoint": ["--checkpoint", str(ckpt), "--data-root", str(base / "cache"), "--budgets", "40",
                                  "--out", str(tmp_path / "probes")],
-            "probe-summary": ["--summary", str(ckpt), "--data-root", str(base / "cache"), "--budgets", "40"]}[command]
+            "probe-summary": ["--summary", str(ckpt), "--data-root", str(base / "cache"), "--budgets", "40"],
+            "compare": ["methods", "--quick", "--out", str(tmp_path / "study"), "--encoders", f"random:{ckpt}"]}[command]
     with refusal(r"the random init, drawn with config.json's initializer_range 1e\+37, computes numbers that are not "
                  r"finite \(they overflow float32\); BERT's is 0.02: set that in config.json$"):
-        (fill_mask if command == "fill-mask" else probe).main(argv)
-    assert capsys.readouterr().out == ""
+        {"fill-mask": fill_mask, "compare": compare}.get(command, probe).main(argv)
+    assert capsys.readouterr().out == "" and not (tmp_path / "study").exists()
+
+
+@pytest.mark.parametrize("file,content", [("special_tokens_map.json", "{bad"), ("special_tokens_map.json", ""),
+                                          ("tokenizer_config.json", '{"tokenizer_class": "PreTrainedTokenizerFast", '),
+                                          ("tokenizer_config.json", "[1, 2]"), ("added_tokens.json", "[1]")],
+                         ids=["map-not-json", "map-empty", "config-cut-short", "config-a-list", "added-tokens-a-list"])
+def test_a_damaged_tokenizer_file_beside_tokenizer_json_is_refused(base, tmp_path, file, content):
+    """A special_tokens_map.json, tokenizer_config.json or added_tokens.json that is not a JSON
+    object (cut short, empty, a list): transformers cannot load the folder's tokenizer at all. One
+    line naming the file (the code before this one took it for absent: it answered, or blamed a
+    BertTokenizer setting whose "make the two agree" mends nothing)."""
+    import transformers
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    (ckpt / file).write_text(content)
+    with pytest.raises(Exception):
+        transformers.AutoTokenizer.from_pretrained(ckpt)
+    code, out, err = script("fill_mask.py", "--checkpoint", str(ckpt), "the [MASK] .")
+    assert code == 1 and err.count("\n") == 1 and f"{ckpt / file} is not a JSON object (" in err, err
 
 
 @pytest.mark.parametrize("dtype", ["int64", "bool", "uint8", "float8-nan"])
@@ -815,6 +839,28 @@ def test_attention_refuses_a_picture_it_cannot_write_before_it_prints(base, tmp_
     assert capsys.readouterr().out == "" and snapshot(tmp_path) == before
 
 
+def test_pictures_never_go_inside_a_runs_folders(base, setup, tmp_path, capsys):
+    """attention.py on a run's checkpoint without --out: the code before this one wrote
+    attention.png into the checkpoint folder, which the run then took for a folder placed by hand
+    (never pruned by --keep; --overwrite refused). Now it goes into the run's own folder, which
+    the run knows it for; an --out inside the checkpoint is refused. polysemy.py --out a run, or a
+    checkpoint of one, wrote its heat map there (the code before this one): refused in one line,
+    before any model loads. The run is left as it was, but for attention.png in its own folder."""
+    run = copy(base, "pre", tmp_path)
+    ckpt = run / "checkpoints" / "step-000002"
+    before = snapshot(run)
+    attention.main(["--checkpoint", str(ckpt)])
+    assert capsys.readouterr().out.endswith(f"picture: {run / 'attention.png'}\n")
+    assert snapshot(run) == {**before, "attention.png": snapshot(run)["attention.png"]}
+    with refusal(rf"--out {re.escape(str(ckpt / 'a.png'))} lies inside a folder of the run {re.escape(str(run))}"):
+        attention.main(["--checkpoint", str(ckpt), "--out", str(ckpt / "a.png")])
+    for out, said in ((run, "is the"), (ckpt, "is in the")):
+        with refusal(rf"^error: --out {re.escape(str(out))} {said} pretraining run {re.escape(str(run))}; its pictures "
+                     "never go inside a run: choose another --out$"):
+            polysemy.main(["--minilm", str(setup / "ckpt"), "--checkpoint", str(ckpt), "--out", str(out)])
+    assert sorted(snapshot(run)) == sorted([*before, "attention.png"])
+
+
 def test_predict_on_a_run_still_in_its_first_epoch_says_so(base, tmp_path):
     """A fine-tuning run another process holds, with no best/ yet: predict says the run is still
     fine-tuning, not that an --out (which predict does not have) is in use."""
@@ -887,15 +933,18 @@ def test_a_corpus_name_that_is_not_a_plain_folder_name_is_refused(corpus, tmp_pa
 def test_temporary_files_of_a_killed_process_are_removed_when_the_run_is_claimed_again(base, corpus, tmp_path):
     """kill -9 between write_file's write and its rename leaves NAME.tmpPID. The next process to
     claim the run (here a --resume) removes those of processes that are gone, in the run folder
-    and in checkpoints/, and keeps one of a process still alive (the parent of this one: it may be writing)."""
+    and in checkpoints/, and keeps one of a process still alive (the parent of this one: it may be
+    writing), and files of one's own named like them but of names the run never writes
+    (notes.tmpPID: the code before this one deleted them)."""
     out = copy(base, "pre", tmp_path)
     gone = next(pid for pid in range(4_000_000, 4_100_000) if not os.path.exists(f"/proc/{pid}"))
     left = [out / f"metrics.jsonl.tmp{gone}", out / "checkpoints" / f"latest.tmp{gone}"]
-    alive = out / "checkpoints" / f"latest.tmp{os.getppid()}"
-    for path in (*left, alive):
+    kept = [out / "checkpoints" / f"latest.tmp{os.getppid()}", out / f"notes.tmp{gone}",
+            out / "checkpoints" / f"notes.tmp{gone}"]
+    for path in (*left, *kept):
         path.write_text("half")
     train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
-    assert not any(p.exists() for p in left) and alive.exists()
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
 
 
 def test_a_data_root_inside_a_new_out_is_refused_before_anything_is_made(corpus, tmp_path):
@@ -1223,7 +1272,8 @@ def test_exercise_refuses_weights_that_overflow_before_it_prints(base, tmp_path,
 
 
 @pytest.mark.parametrize("case", ["id2label-surrogate", "fill-mask-argument", "attention-argument", "prepare-latin-1",
-                                  "corpus-latin-1", "plot-utf-16", "float64-too-large"])
+                                  "corpus-latin-1", "corpus-utf-16-without-a-byte-order-mark", "predict-utf-16-without-a-"
+                                  "byte-order-mark", "plot-utf-16", "float64-too-large"])
 def test_what_cannot_be_read_as_written_is_one_line_naming_why(base, tmp_path, case):
     """Bytes that are no text, and numbers no float32 holds, each through the real command: a
     config.json label holding a JSON escape of half a surrogate pair (the old code: a
@@ -1231,7 +1281,9 @@ def test_what_cannot_be_read_as_written_is_one_line_naming_why(base, tmp_path, c
     are not UTF-8 (a TypeError traceback from the tokenizer); a Latin-1 text to prepare or pretrain
     on, and a UTF-16 metrics.jsonl to plot (Python's codec message, or "none of its lines is a
     record", with no fix); float64 weights of 1e300, finite in the file but inf in float32 (called
-    "not finite (inf or nan)", which the file is not). One line each, naming the cause."""
+    "not finite (inf or nan)", which the file is not). One line each, naming the cause. A corpus
+    or predict's input in UTF-16 without a byte-order mark (bytes that decode as UTF-8 beside NULs:
+    the code before this one pretrained on them, and predicted on them, echoing the NULs) too."""
     from data import prepare
     import fill_mask
     latin = tmp_path / "mine.txt"
@@ -1255,6 +1307,14 @@ def test_what_cannot_be_read_as_written_is_one_line_naming_why(base, tmp_path, c
     elif case == "corpus-latin-1":
         run = lambda: train_mlm.main(pretrain_args(tmp_path / "run", latin, tmp_path / "cache"))  # noqa: E731
         pattern = r"^error: cannot read \S+mine\.txt: not UTF-8 text \(byte 0xe9 at offset 6 is no UTF-8\): save it as UTF-8"
+    elif case.endswith("without-a-byte-order-mark"):
+        utf16 = tmp_path / "utf16.txt"
+        utf16.write_bytes("a good film , well told .\n\n".encode("utf-16-le") * 40)
+        run = (lambda: train_mlm.main(pretrain_args(tmp_path / "run", utf16, tmp_path / "cache"))) \
+            if case.startswith("corpus") else \
+            (lambda: finetune.main(["predict", "--model", str(base / "cls"), "--file", str(utf16)]))
+        pattern = (r"^error: cannot read \S+utf16\.txt: it holds NUL bytes, as UTF-16 without a byte-order mark does: "
+                   r"save it as UTF-8 \(e\.g\. iconv -f UTF-16LE -t UTF-8\)$")
     elif case == "plot-utf-16":
         (tmp_path / "metrics.jsonl").write_bytes('{"step": 1, "train_loss": 2.0}\n'.encode("utf-16"))
         run = lambda: plot_metrics.main([str(tmp_path / "metrics.jsonl")])  # noqa: E731

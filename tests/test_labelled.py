@@ -2,6 +2,8 @@
 refused naming file:line (never read as the class "None"); split_rows, one file cut into three;
 finetune.py naming the real cause of a bad labelled set before it counts rows."""
 
+import csv
+import io
 import json
 import re
 
@@ -311,6 +313,15 @@ def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, nam
     assert not (tmp_path / "out").exists()
 
 
+def tsv_by_csv_module(extra: list[tuple[str, str]], quoting=csv.QUOTE_MINIMAL) -> str:
+    """A header and 40 rows (20 a label), then `extra` rows, as csv.writer writes a .tsv
+    (delimiter tab): a cell holding a quote, a tab or a line end is quoted, its quotes doubled."""
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter="\t", quoting=quoting, lineterminator="\n")
+    writer.writerows([("text", "label")] + [(f"film {i} of {y}", y) for y in ("pos", "neg") for i in range(20)] + extra)
+    return out.getvalue()
+
+
 def jsonl_rows(n: int, last: str = "") -> str:
     return "".join(json.dumps({"text": f"film {i}", "label": "pos" if i % 2 else "neg"}) + "\n" for i in range(n)) + last
 
@@ -334,8 +345,23 @@ def jsonl_rows(n: int, last: str = "") -> str:
      r"^error: \S+mine\.jsonl:41: not valid JSON \(a string holds half of a UTF-16 surrogate pair"),
     ("mine.jsonl", jsonl_rows(40, '{"text": "a bad film", "label": "neg\\udc00"}\n').encode(),
      r"^error: \S+mine\.jsonl:41: not valid JSON \(a string holds half of a UTF-16 surrogate pair"),
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)).encode("utf-32"),
+     r"^error: cannot read \S+mine\.tsv: not UTF-8 text \(byte 0xff at offset 0 is no UTF-8; the file starts with a "
+     r"UTF-32 byte-order mark\): save it as UTF-8 \(e\.g\. iconv -f UTF-32 -t UTF-8\)$"),
+    ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)).encode("utf-32-le"),
+     r"^error: cannot read \S+mine\.tsv: it holds NUL bytes, as UTF-32 without a byte-order mark does: save it as "
+     r"UTF-8 \(e\.g\. iconv -f UTF-32LE -t UTF-8\)$"),
+    ("mine.tsv", tsv_by_csv_module([('she said "wow" twice', "pos")]).encode(),
+     r"^error: \S+mine\.tsv:42: a row in double quotes \('\"she said \"\"wow.*: the file is quoted as the csv module"),
+    ("mine.tsv", tsv_by_csv_module([("two\tcolumns", "neg")]).encode(), r"^error: \S+mine\.tsv:42: a row in double quotes"),
+    ("mine.tsv", tsv_by_csv_module([("line one\nline two", "neg")]).encode(),
+     r"^error: \S+mine\.tsv:42: expected text<TAB>label; the line opens a quote it does not close: the file is quoted"),
+    ("mine.tsv", tsv_by_csv_module([], quoting=csv.QUOTE_ALL).encode(),
+     r"^error: \S+mine\.tsv:2: a row in double quotes \('\"film 0 of pos\"\\\\t\"pos\"'\): the file is quoted"),
 ], ids=["utf-16", "latin-1", "jsonl with CR line ends", "label<TAB>text header", "a tab after every label",
-        "a comma after every label", "a lone surrogate in a text", "a lone surrogate in a label"])
+        "a comma after every label", "a lone surrogate in a text", "a lone surrogate in a label", "utf-32",
+        "utf-32 without a byte-order mark", "tsv by the csv module, a quote", "tsv by the csv module, a tab",
+        "tsv by the csv module, a line end", "tsv by pandas, every cell quoted"])
 def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_path, name, content, message):
     """Files whose bytes or layout are not what the reader takes: UTF-16 or Latin-1 bytes (the old
     line quoted Python's codec error, with no fix), a .jsonl whose lines end at \\r alone ("Extra
@@ -343,7 +369,10 @@ def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_pat
     and a class per text), a tab or a comma after every label ("empty label" on a line that shows one;
     "quote a text that holds a comma", which mends nothing), and a JSON escape of half a surrogate
     pair in a text or a label (a traceback from the tokenizer, or a label no file can hold). Each is
-    one line naming the cause, before a run folder is made."""
+    one line naming the cause, before a run folder is made. The code before this one called UTF-32
+    UTF-16 (whose iconv fix leads to the NUL bytes of UTF-32 without a byte-order mark, with a
+    UTF-16 fix again), and read a .tsv as the csv module or pandas quote it with its quotes in the
+    texts and labels (a text holding a line end: "expected text<TAB>label")."""
     data = tmp_path / name
     data.write_bytes(content)
     with refusal(message):
@@ -375,3 +404,17 @@ def test_a_csv_text_longer_than_the_csv_modules_field_limit_is_read(tmp_path):
     long_text = "a good film " * 12_500
     (tmp_path / "mine.csv").write_text(f'text,label\n"{long_text}",pos\nshort,neg\n')
     assert read_split(str(tmp_path / "mine.csv")) == [(long_text, "pos"), ("short", "neg")]
+
+
+def test_a_tsv_header_in_quotes_is_a_header(tmp_path):
+    """A .tsv whose header row is quoted, as pandas writes one ("text"<TAB>"label"): a header, not
+    an example of the class '"label"' (the code before this one trained that third class in a
+    folder's splits, and called it too small to hold out in one file); a header of other names in
+    quotes is a row quoted as pandas quotes one, and named so."""
+    (tmp_path / "a.tsv").write_text('"text"\t"label"\n' + "".join(f"film {i}\t{'pos' if i % 2 else 'neg'}\n"
+                                                               for i in range(4)))
+    assert read_split(str(tmp_path / "a.tsv")) == [("film 0", "neg"), ("film 1", "pos"), ("film 2", "neg"),
+                                                   ("film 3", "pos")]
+    (tmp_path / "b.tsv").write_text('"review"\t"sentiment"\nfilm 0\tneg\nfilm 1\tpos\n')
+    with pytest.raises(InputError, match=r"b\.tsv:1: a row in double quotes .*: the file is quoted as the csv module"):
+        read_split(str(tmp_path / "b.tsv"))

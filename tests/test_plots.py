@@ -276,12 +276,14 @@ def test_a_damaged_probes_json_is_named_as_such_not_as_missing(tmp_path, drawn, 
         assert "(probes.json is not probe.py's summary)" in err and "missing" not in err, err
 
 
-@pytest.mark.parametrize("case", ["accuracy-7.5", "accuracy-nan", "form-feeds", "no-records"])
+@pytest.mark.parametrize("case", ["accuracy-7.5", "accuracy-nan", "form-feeds", "no-records", "a-key-given-twice"])
 def test_the_records_decide_what_is_drawn_and_what_is_left_out_is_said(tmp_path, drawn, capsys, case):
     """A fine-tuning accuracy of 7.5 or NaN at epoch 2: left out of the accuracy curve with a
     one-line note (the old code drew 7.5, stretching the axis, and dropped NaN unsaid). Records
     followed by form feeds: read (a form feed around a record is white space, not part of it; the
-    old code said "no loss to draw yet"). Lines none of which is a record: one line saying so.
+    old code said "no loss to draw yet"). Lines none of which is a record: one line saying so; where
+    the one record gives train_loss twice, the line names it (the code before this one said only
+    that no line is a record "with an integer step", of a line that has one).
     A run.json of another kind: the next test."""
     if case.startswith("accuracy"):
         records = finetuning_records()
@@ -295,8 +297,13 @@ def test_the_records_decide_what_is_drawn_and_what_is_left_out_is_said(tmp_path,
         assert xy(line_of(drawn(str(path)).axes[0], "training loss"))[0] == [10, 20, 30, 40, 50, 60]
     else:
         path = Path(write_run(tmp_path / "mlm", "pretraining", []))
-        path.write_text("step 1 loss 3.2\nstep 2 loss 3.1\n")
-        with pytest.raises(SystemExit, match=r"^error: \S+metrics.jsonl: none of its lines is a record of a run's log"):
+        twice = case == "a-key-given-twice"
+        path.write_text('step 1 loss 3.2\n{"step": 2, "train_loss": 5.0, "train_loss": 9.0}\n' if twice
+                        else "step 1 loss 3.2\nstep 2 loss 3.1\n")
+        said = (r"\(a JSON object with an integer step, each key once: line 2 gives the key 'train_loss' twice\)"
+                if twice else r"\(a JSON object with an integer step, each key once\)")
+        with pytest.raises(SystemExit, match=r"^error: \S+metrics.jsonl: none of its lines is a record of a run's log "
+                                             + said + "; give the metrics.jsonl"):
             drawn(str(path))
 
 

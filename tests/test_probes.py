@@ -374,7 +374,16 @@ def test_a_damaged_training_state_of_a_run_gets_the_runs_advice(tmp_path, tiny_r
                  r"\(RuntimeError: [^.]*\): the checkpoint is damaged — give an earlier checkpoint of the run "
                  rf"\({re.escape(earlier)}\), or resume the run \(train_mlm.py --out {re.escape(str(run))} --resume\), "
                  "which passes a damaged checkpoint over$"):
-        command.main([flag, str(run), "--budgets", "40", "--out", str(tmp_path / "out")])
+        command.main([flag, str(run), "--budgets", "40", *(["--out", str(tmp_path / "out")] if flag == "--checkpoint"
+                                                           else [])])
+
+
+def test_summary_refuses_an_out_it_would_not_write(tmp_path, tiny_run):
+    """--summary writes no folder: an --out beside it was ignored unsaid (the code before this one
+    printed the line and wrote nothing there). A flag error naming it, before anything is read."""
+    with refusal(r"^error: --out: --summary prints one line .* it writes no --out folder \(see"):
+        command.main(["--summary", str(tiny_run), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_command_hands_the_runs_own_flags_to_the_probes(tmp_path, tiny_run, monkeypatch):

@@ -28,7 +28,8 @@ KINDS = ("pretraining", "fine-tuning", "probes")
 # probes.json, attention.py's picture) puts in its folder; --overwrite removes these, never anything else
 RUN_ENTRIES = {"pretraining": {"checkpoints", "metrics.jsonl", "summary.json", "probes.json", "loss.png",
                                "attention.png"},
-               "fine-tuning": {"metrics.jsonl", "summary.json", "best", "best.tmp", "best.old", "loss.png"},
+               "fine-tuning": {"metrics.jsonl", "summary.json", "best", "best.tmp", "best.old", "loss.png",
+                               "attention.png"},
                "probes": {"results.json", "report.md", "probes_vs_step.png"}}
 
 
@@ -191,6 +192,21 @@ def enclosing_run(out: str) -> str | None:
     return None
 
 
+def inside_a_runs_folder(out: str) -> str | None:
+    """The run whose folders (a checkpoint, checkpoints/, best/ ...) would hold the file `out`, or
+    None where `out` lies in no run or in a run's own folder: a file there would go when the run
+    replaces or prunes that folder, and until then the run takes it for one put there by hand."""
+    run = enclosing_run(out)
+    if run is None or os.path.dirname(os.path.abspath(out)) in (os.path.abspath(run), os.path.realpath(run)):
+        return None
+    return run
+
+
+def the_run_it_is_or_is_in(folder: str) -> str | None:
+    """`folder` if it is a run, else the run it lies in (enclosing_run), else None."""
+    return folder if run_kind(folder) in KINDS else enclosing_run(folder)
+
+
 def runs_inside(folder: str) -> list[str]:
     """The run folders below `folder` (not itself): a run never goes inside another, but one can
     be moved there by hand, and nothing that deletes a run's files may delete it."""
@@ -239,8 +255,9 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         lock.truncate()
         lock.write(f"{os.getpid()}\n")
         lock.flush()
-        for folder in (out, os.path.join(out, "checkpoints")):  # under the lock: no writer of this run is alive
-            remove_left_temporaries(folder)
+        # under the lock no writer of this run is alive: what one left of the files a run writes goes
+        remove_left_temporaries(out, RUN_ENTRIES[kind] | {RUN_FILE})
+        remove_left_temporaries(os.path.join(out, "checkpoints"), {"latest"})
         if found and overwrite:  # run.json last: a deletion cut short leaves a run that --overwrite still replaces
             _delete_old_run(out, flag)
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})

@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 import torch
 
 from ..files import parse_json, read_bytes, read_problem, repeated_key
-from ..text import lines_of, not_utf8, other_break, pad_batch, plain_tokenizer
+from ..text import lines_of, not_utf8, nul_bytes, one_line, other_break, pad_batch, plain_tokenizer
 
 
 class InputError(ValueError):
@@ -28,18 +28,19 @@ def read_split(path: str) -> list[tuple[str, str]]:
     """(text, label) rows of a .tsv (text<TAB>label), .csv or .jsonl file (fields text, label).
 
     A .tsv may start with a header row: a first line `text<TAB>label` (or `sentence` /
-    `sentence1` for `text`, any case) is skipped, not read as an example of the class "label";
-    such a row further down is refused, and so is a .jsonl record of the same two names (JSON Lines
-    has no header). A .tsv's lines end at \n, \r\n or \r, a .jsonl's at \n. A row without its
-    text or label (a short .csv row, a .jsonl `null` or missing key) is refused, naming file:line,
-    rather than read as the class "None"; so is a .jsonl record giving a key twice.
+    `sentence1` for `text`, any case, in quotes or not) is skipped, not read as an example of the
+    class "label"; such a row further down is refused, and so is a .jsonl record of the same two
+    names (JSON Lines has no header). A .tsv is read as written, without quoting: one quoted as
+    the csv module quotes (_csv_quoted) is refused. A .tsv's lines end at \n, \r\n or \r, a
+    .jsonl's at \n. A row without its text or label (a short .csv row, a .jsonl `null` or missing
+    key) is refused, naming file:line, rather than read as the class "None"; so is a .jsonl record
+    giving a key twice.
     """
     rows = []
     try:
         decoded = read_bytes(path).decode("utf-8-sig")  # -sig: a byte-order mark is not text
-        if "\x00" in decoded:  # no text holds a NUL: UTF-16 without a byte-order mark decodes as "valid" UTF-8
-            raise InputError(f"cannot read {path}: it holds NUL bytes, as UTF-16 without a byte-order mark does: save it "
-                             "as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)")
+        if nul_bytes(decoded):  # no text holds a NUL: UTF-16 without a byte-order mark decodes as "valid" UTF-8
+            raise InputError(f"cannot read {path}: {nul_bytes(decoded)}")
         with io.StringIO(decoded, newline="") as f:
             if path.endswith(".csv"):
                 rows = _csv_rows(f, path)
@@ -69,7 +70,9 @@ def read_split(path: str) -> list[tuple[str, str]]:
                         continue
                     text, sep, label = line.rpartition("\t")
                     if not sep:
-                        raise InputError(f"{path}:{n}: expected text<TAB>label")
+                        spans = line.startswith('"') and line.count('"') % 2
+                        raise InputError(f"{path}:{n}: expected text<TAB>label" + (
+                            f"; the line opens a quote it does not close: {_CSV_QUOTED}" if spans else ""))
                     if text.count("\t") and other_break(line):
                         raise _joined_rows(path, n, line.split("\t"), "tab", "text<TAB>label")
                     if _is_header(text, label):
@@ -77,6 +80,8 @@ def read_split(path: str) -> list[tuple[str, str]]:
                             raise InputError(f"{path}:{n}: a header row ({line!r}) after the first line; remove it "
                                              "(were two files joined with their headers?)")
                         continue
+                    if _csv_quoted(text, label):
+                        raise InputError(f"{path}:{n}: a row in double quotes ({one_line(line)[:60]!r}): {_CSV_QUOTED}")
                     rows.append((n, text, label))
     except OSError as e:
         raise InputError(f"cannot read {path}: {read_problem(e)}") from None
@@ -188,10 +193,27 @@ def _field(row: dict, name: str, path: str, n: int) -> str:
     return str(value)
 
 
+# the csv module (and pandas) quote a .tsv cell that holds a quote, a tab or a line end: "a ""b""<TAB>c"
+_CSV_QUOTED = ("the file is quoted as the csv module and pandas write a .tsv, and a .tsv is read as written, quotes "
+              "and all: write it as a .csv (comma-separated, header text,label), which is read with its quoting, or "
+              "write the .tsv unquoted (quoting=csv.QUOTE_NONE)")
+
+
+def _csv_quoted(text: str, label: str) -> bool:
+    """Whether a .tsv row is quoted as the csv module quotes one: a cell in double quotes with a
+    quote doubled or a tab inside (what made it quote the cell), or both cells in quotes (every
+    cell quoted, pandas' QUOTE_ALL). A text that is only a quotation ("Great!"<TAB>pos) is read as
+    written."""
+    def quoted(cell):
+        return len(cell) > 1 and cell[0] == cell[-1] == '"'
+    return (quoted(text) and quoted(label)) or any(quoted(c) and ('""' in c[1:-1] or "\t" in c) for c in (text, label))
+
+
 def _bare(cell: str) -> str:
-    """A header cell as compared: lower-case, without spaces or a byte-order mark (a file joined
-    to another keeps the BOM of its own start in the middle of the whole)."""
-    return cell.replace("\ufeff", "").strip().lower()
+    """A header cell as compared: lower-case, without spaces, quotes around it or a byte-order
+    mark (a file joined to another keeps the BOM of its own start in the middle of the whole;
+    a .tsv written with every cell quoted has the header "text"<TAB>"label")."""
+    return cell.replace("\ufeff", "").strip().strip('"').strip().lower()
 
 
 def _is_header(text: str, label: str) -> bool:
