@@ -19,7 +19,7 @@ import os
 import torch
 
 from minibert import BertModel, CheckpointError, load_tokenizer
-from minibert.checkpoint import NOT_FINITE
+from minibert.checkpoint import NOT_FINITE, overflowing
 from minibert.files import write_file
 from minibert.run import die, run_script
 from minibert.run.flags import Parser, utf8_text
@@ -65,7 +65,7 @@ def attention(model, tokenizer, text: str, following: str, source: str) -> tuple
     types = types.clamp(max=model.config.type_vocab_size - 1)
     out = model(ids, token_type_ids=types, output_attentions=True)
     probs = torch.stack([a[0] for a in out.attentions])                         # (L, H, T, T)
-    finite = bool(torch.isfinite(probs).all()) and bool(torch.isfinite(out.last_hidden_state).all())
+    finite = bool(torch.isfinite(probs).all()) and not overflowing(out.last_hidden_state)
     if not finite:  # finite weights too large for float32 (in attention, or after it): never a NaN drawn
         die(f"--checkpoint {source}: the model {NOT_FINITE}")
     return enc.tokens, probs

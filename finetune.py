@@ -39,7 +39,7 @@ import torch
 
 from data.prepare import DataError, labelled_folder
 from minibert import BertForSequenceClassification, CheckpointError, load_tokenizer
-from minibert.checkpoint import NOT_FINITE, read_config
+from minibert.checkpoint import NOT_FINITE, overflowing, read_config
 from minibert.lora import DEFAULT_TARGETS, lora_targets
 from minibert.model import BertModel, load_model
 from minibert.run import (die, first_line, input_lines, interrupted, interrupts_held, interrupts_ignored,
@@ -224,7 +224,7 @@ def fit(args, model, data: Labelled, tokenizer, pad_id: int, plan: Plan, device)
         batch = batch_of(train, rows, pad_id)
         with torch.no_grad():
             out = BertModel.from_pretrained(args.checkpoint).eval()(batch["input_ids"], batch["attention_mask"])
-        if not all(bool(torch.isfinite(t).all()) for t in (out.last_hidden_state, out.pooler_output) if t is not None):
+        if overflowing(out.last_hidden_state) or (out.pooler_output is not None and overflowing(out.pooler_output)):
             die(f"--checkpoint {args.checkpoint}: the model {NOT_FINITE} (on the texts of step {step})")
 
     fine_tune(model, logits, train["labels"], recipe, on_epoch_end, progress=not args.no_progress,
@@ -324,7 +324,8 @@ def check_every_token(args, model, data: Labelled, pad_id: int) -> None:
     rows = {"ids": [cycle[i:i + longest] for i in range(0, len(cycle), longest)]}
     first, _ = next(batches(data.encoded["train"], args.batch_size, pad_id))
     for batch in [first, *(batch_of(rows, r, pad_id) for r in torch.arange(n_rows).split(args.batch_size))]:
-        if not bool(torch.isfinite(logits_of(model.eval(), batch)).all()):
+        hidden = model.eval().base_model(batch["input_ids"], batch["attention_mask"]).last_hidden_state  # (B, T, C)
+        if overflowing(hidden) or not bool(torch.isfinite(logits_of(model, batch)).all()):
             die(f"--checkpoint {args.checkpoint}: the model {NOT_FINITE}")
 
 
@@ -430,10 +431,12 @@ def predict(args):
         die(f"{args.file or 'standard input'}: sentence {blank:,} ({texts[blank - 1]!r}) holds nothing the "
             "tokenizer reads (only invisible or control characters); remove it")
     id2label, lines = model.config.id2label, []
+    hidden = []  # each batch's last hidden state (B, T, C), as the encoder gives it to the head
+    model.base_model.register_forward_hook(lambda module, inputs, out: hidden.append(out.last_hidden_state))
     for batch, _ in batches(data, 64, tokenizer.token_to_id("[PAD]") or 0):
         with torch.no_grad():
             probs = logits_of(model, batch).softmax(-1)                        # (B, K)
-        if not bool(torch.isfinite(probs).all()):  # finite weights too large for float32 on some text: said
+        if overflowing(hidden.pop()) or not bool(torch.isfinite(probs).all()):  # finite weights too large: said
             die(f"--model {args.model}: the model {NOT_FINITE}")  # before any line, never a NaN printed
         for p in probs:
             k = int(p.argmax())

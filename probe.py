@@ -42,7 +42,7 @@ import torch
 
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
 from minibert import BertModel, CheckpointError, load_tokenizer
-from minibert.checkpoint import NOT_FINITE, read_config
+from minibert.checkpoint import NOT_FINITE, overflowing, read_config
 from minibert.files import write_file
 from minibert.run import die, os_problem, run_script, write_advice
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
@@ -103,8 +103,7 @@ def finite_on_a_word(model: dict) -> dict:
     encoder = model["encoder"]
     ids = torch.tensor([plain_tokenizer(model["tokenizer"]).encode("the").ids])  # (1, T)
     every = torch.arange(encoder.embeddings.word_embeddings.num_embeddings).unsqueeze(1)  # (V, 1)
-    if not (bool(torch.isfinite(encoder(ids).last_hidden_state).all())
-            and bool(torch.isfinite(encoder.embeddings(every, torch.zeros_like(every))).all())):
+    if overflowing(encoder(ids).last_hidden_state) or overflowing(encoder.embeddings(every, torch.zeros_like(every))):
         twin = model["spec"].startswith("random:")
         die(f"{model['spec']}: {twin_not_finite(encoder.config) if twin else 'the model ' + NOT_FINITE}")
     return model

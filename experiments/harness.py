@@ -26,7 +26,7 @@ import torch.nn as nn
 
 from data.prepare import fetch_minilm, labelled_folder
 from minibert import BertConfig, BertModel, CheckpointError, load_tokenizer
-from minibert.checkpoint import NOT_FINITE, read_config
+from minibert.checkpoint import NOT_FINITE, overflowing, read_config
 from minibert.model import init_weights
 from minibert.run import die
 from minibert.run.classification import classifier_on, logits_of, set_trainable
@@ -113,7 +113,7 @@ class Encoder:
         first = truncate(enc.tokens["train"][0], model.config.max_position_embeddings)
         with torch.no_grad():
             out = model.eval()(torch.tensor([first]))                       # (1, T, C) and (1, C)
-        if not all(bool(torch.isfinite(t).all()) for t in (out.last_hidden_state, out.pooler_output) if t is not None):
+        if overflowing(out.last_hidden_state) or (out.pooler_output is not None and overflowing(out.pooler_output)):
             die(f"--encoders {spec}: {'the model ' + NOT_FINITE if pretrained else twin_not_finite(model.config)}")
         return enc
 

@@ -53,7 +53,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from .config import TOKENIZER_DIGEST, BertConfig
-from .files import not_a_file, open_file, parse_json, read_bytes, write_file
+from .files import NO_BOM, UTF8_BOM, not_a_file, open_file, parse_json, read_bytes, write_file
 from .text import plain_tokenizer
 
 logger = logging.getLogger("minibert")
@@ -234,6 +234,14 @@ _DTYPE_BYTES = {**{name: dtype.itemsize for dtype, name in _SAFETENSORS_DTYPES.i
 DAMAGED = "the checkpoint is damaged — re-save or re-download it"
 # what a command says when finite weights still give NaN or inf (too large for float32: a LayerNorm weight of 1e38)
 NOT_FINITE = "computes numbers that are not finite from its weights (they overflow float32): the checkpoint is damaged"
+
+
+def overflowing(hidden: torch.Tensor) -> bool:
+    """Whether hidden states (..., C) are not finite, or so large that their squares overflow
+    float32 (beyond about 1.8e19, where a real model's are tens): a norm, a cosine or the next
+    LayerNorm of them is then inf. What finite weights too large for float32 give (a LayerNorm gain
+    of 1e30): said as NOT_FINITE wherever a command reads hidden states, never a score of them."""
+    return not bool(torch.isfinite(hidden.float().square().sum(-1)).all())
 
 
 def _first_line(e: Exception) -> str:
@@ -454,7 +462,9 @@ class Pretrained:
                                   f"{cls.hf_architecture}'s, so load it with that class")
         check_sizes(config, weight_shapes(path), path)
         model = cls._from_config(replace(config, **config_overrides))
-        load_state(model, read_state_dict(path), path)
+        state = read_state_dict(path)
+        load_state(model, state, path)
+        _say_a_stored_dtype(path, state)
         return model
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None, metadata: dict[str, str] | None = None) -> None:
@@ -476,6 +486,19 @@ class Pretrained:
         self.config.save(os.path.join(path, "config.json"), [self.hf_architecture], tokenizer_sha256=digest)
 
 
+def _say_a_stored_dtype(path: str, state: dict[str, torch.Tensor]) -> None:
+    """A warning where the weights are stored in float16 or bfloat16 and config.json names no dtype
+    (where it names one, BertConfig says so): transformers 5 then computes in the first floating
+    tensor's dtype, minibert in float32."""
+    stored = next((v.dtype for v in state.values() if v.is_floating_point()), torch.float32)
+    given = _json_object(os.path.join(path, "config.json")) or {}
+    if stored in (torch.float16, torch.bfloat16) and not any(given.get(k) for k in ("dtype", "torch_dtype")):
+        warnings.warn(f"{path}: its weights are stored in {str(stored).removeprefix('torch.')} and config.json names "
+                      "no dtype; minibert computes in float32 (transformers 5 computes in the weights' dtype unless "
+                      "given dtype=torch.float32, so its numbers differ from these by that dtype's rounding)",
+                      stacklevel=3)
+
+
 def load_tokenizer(path: str | os.PathLike):
     """The `tokenizers.Tokenizer` saved in a checkpoint folder (its tokenizer.json)."""
     from tokenizers import Tokenizer
@@ -487,6 +510,8 @@ def load_tokenizer(path: str | os.PathLike):
         text = read_bytes(file)
     except OSError as e:
         raise CheckpointError(f"{file}: cannot read it ({e.strerror})") from None
+    if text.startswith(UTF8_BOM):  # neither the tokenizers library nor transformers reads past it
+        raise CheckpointError(f"{file} {NO_BOM}")
     try:
         tokenizer = Tokenizer.from_str(text.decode("utf-8"))
     except Exception as e:  # the tokenizers library raises a bare Exception
@@ -566,6 +591,11 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: di
     files = {name: os.path.join(os.fspath(path), name) for name in ("tokenizer_config.json", "special_tokens_map.json")}
     given = {name: _tokenizer_file(where) for name, where in files.items()}
     unk = (state.get("model") or {}).get("unk_token") or SPECIAL_TOKEN_KEYS["unk_token"]
+    untyped = next((key for key, value in (given["tokenizer_config.json"] or {}).items() if key.endswith("_token")
+                    and isinstance(value, dict) and value.get("__type") != "AddedToken"), None)
+    if untyped:  # special_tokens_map.json may give a token so; tokenizer_config.json only with its __type
+        raise CheckpointError(f"{files['tokenizer_config.json']} gives {untyped} as an object without "
+                              '"__type": "AddedToken", which transformers cannot read: give the token as a string')
     for name, settings in given.items():
         for key, expected in {**SPECIAL_TOKEN_KEYS, "unk_token": unk}.items():
             named = _token_name(settings.get(key)) if settings else None
@@ -639,11 +669,14 @@ def _tokenizer_file(file: str) -> dict | None:
     if not os.path.lexists(file):
         return None
     try:
-        settings = parse_json(read_bytes(file))
+        raw = read_bytes(file)
+        settings = parse_json(raw)
     except OSError as e:
         raise CheckpointError(f"{file}: cannot read it ({e.strerror})") from None
     except ValueError as e:
-        settings = e
+        raw, settings = b"", e
+    if raw.startswith(UTF8_BOM):
+        raise CheckpointError(f"{file} {NO_BOM}")
     if not isinstance(settings, dict):
         why = f"not JSON: {getattr(settings, 'msg', settings)}" if isinstance(settings, ValueError) else \
             f"a JSON {type(settings).__name__}"

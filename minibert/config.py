@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch.nn.functional as F
 
-from .files import parse_json, read_bytes, write_file
+from .files import NO_BOM, UTF8_BOM, parse_json, read_bytes, write_file
 
 # Keys that `transformers` writes into config.json as bookkeeping or for model families
 # other than BERT. They do not change what a BERT computes (tests/test_config.py shows it for
@@ -269,13 +269,16 @@ class BertConfig:
         if os.path.isdir(path):
             path = os.path.join(path, "config.json")
         try:
-            d = parse_json(read_bytes(path))
+            raw = read_bytes(path)
+            d = parse_json(raw)
         except FileNotFoundError:
             raise FileNotFoundError(f"no config.json at {path}") from None
         except OSError as e:  # a folder, a named pipe ... (files.read_bytes), or unreadable
             raise ValueError(f"cannot read {path}: it {e.strerror}") from None
         except ValueError as e:
             raise ValueError(f"{path} is not valid JSON: {e}") from None
+        if raw.startswith(UTF8_BOM):  # json.loads of bytes passes over it; transformers' reading stops at it
+            raise ValueError(f"{path} {NO_BOM}")
         try:
             config = cls.from_dict(d)
         except ValueError as e:

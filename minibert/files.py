@@ -139,11 +139,12 @@ def remove_left_temporaries(folder: str, names=None) -> None:
         found = re.fullmatch(r"(.+)\.tmp(\d+)", name)
         path = os.path.join(folder, name)
         if found and (names is None or found.group(1) in names) and not (os.path.isdir(path) and not os.path.islink(path)) \
-                and not _alive(int(found.group(2))):
+                and not process_alive(int(found.group(2))):
             os.remove(path)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether the process `pid` exists (another user's counts; a pid no system gives does not)."""
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
@@ -244,6 +245,10 @@ def append_line(path: str, line: str) -> None:
     fd = open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(line + "\n")
+
+
+UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark: parse_json passes over it at the start of bytes, transformers does not
+NO_BOM = "starts with a UTF-8 byte-order mark, which transformers cannot read in a JSON file: save it without one"
 
 
 def parse_json(text: str | bytes):

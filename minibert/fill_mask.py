@@ -44,18 +44,19 @@ class Guess(NamedTuple):
     probability: float  # softmax over the vocabulary at the [MASK] position
 
 
-def load_masked_lm(path) -> BertForMaskedLM:
+def load_masked_lm(path, needs: str = "fill-mask needs", **config_overrides) -> BertForMaskedLM:
     """BertForMaskedLM.from_pretrained(path), for any checkpoint in HF's layout (minibert's or
     transformers' BertForMaskedLM). One without the masked-LM head (a BertModel or classifier:
     no `cls.predictions.*` tensors) is a one-line CheckpointError saying so, where strict
     loading would list the missing tensors. A config.json that is not a BERT's (another
     architecture, such as RoBERTa's), or weights named as another architecture's, is said as such
-    first."""
+    first. `needs`: what needs the head, and the verb, for that message; `config_overrides`:
+    from_pretrained's."""
     with warnings.catch_warnings():  # a first look, for the reason a config is refused: from_pretrained warns
         warnings.simplefilter("ignore")
         read_config(path)
     try:
-        return BertForMaskedLM.from_pretrained(path)
+        return BertForMaskedLM.from_pretrained(path, **config_overrides)
     except CheckpointError:
         try:
             names = read_state_dict(path).keys()
@@ -64,7 +65,7 @@ def load_masked_lm(path) -> BertForMaskedLM:
         check_bert_names(dict.fromkeys(names), path)  # another architecture's weights: said as such
         if names and not any(n.startswith(MLM_HEAD) for n in names):
             raise CheckpointError(f"{path} has no masked-LM head (no {MLM_HEAD}* tensors: an encoder or "
-                                  "classifier checkpoint); fill-mask needs a BertForMaskedLM checkpoint, "
+                                  f"classifier checkpoint); {needs} a BertForMaskedLM checkpoint, "
                                   "such as train_mlm.py writes") from None
         raise
 

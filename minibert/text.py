@@ -26,13 +26,18 @@ def lines_of(text: str) -> list[str]:
 
 def not_utf8(e: UnicodeDecodeError) -> str:
     """Why a file's bytes are not read as text, and the fix, for a message: the first byte that is
-    no UTF-8 and where; a UTF-32 or UTF-16 file (its byte-order mark first) or a Latin-1 one is named."""
+    no UTF-8 and where; a UTF-32 or UTF-16 file (its byte-order mark first), a Windows-1252 one (a
+    byte 0x80-0x9f, which Latin-1 reads as an invisible control) or a Latin-1 one is named."""
     head = bytes(e.object[:4])
     width = "32" if head in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff") else \
         "16" if head[:2] in (b"\xff\xfe", b"\xfe\xff") else None
-    kind = f"; the file starts with a UTF-{width} byte-order mark" if width else ""
-    return (f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start:,} is no UTF-8{kind}): save it as UTF-8 "
-            f"(e.g. iconv -f {f'UTF-{width}' if width else 'LATIN1'} -t UTF-8)")
+    byte = e.object[e.start]
+    kind = f"; the file starts with a UTF-{width} byte-order mark" if width else \
+        "; a byte 0x80-0x9f is a character in Windows-1252 (as Excel saves), a control in Latin-1" \
+        if 0x80 <= byte <= 0x9f else ""
+    source = f"UTF-{width}" if width else "CP1252" if 0x80 <= byte <= 0x9f else "LATIN1"
+    return (f"not UTF-8 text (byte 0x{byte:02x} at offset {e.start:,} is no UTF-8{kind}): save it as UTF-8 "
+            f"(e.g. iconv -f {source} -t UTF-8)")
 
 
 def nul_bytes(text: str) -> str | None:

@@ -534,3 +534,21 @@ def test_a_study_folder_holds_one_study_at_a_time(tmp_path, tiny_checkpoint, cap
         with refusal(r"^error: --out \S+: its methods study is in use by another process \(pid \d+\); wait for it"):
             compare.main(argv + ["--seeds", "1"])
     assert {p: p.read_bytes() for p in (tmp_path / "methods").rglob("*") if p.is_file()} == before
+
+
+def test_a_quick_study_changes_nothing_of_a_study_in_use(tmp_path):
+    """A second `pretraining --quick` on an --out whose study another process runs (its lock held
+    here): the code before this one pretrained its quick checkpoint again (train_mlm.py --overwrite
+    into OUT/pretraining/quick-mlm) before it took the study's lock, deleting the checkpoint the
+    first study was reading, which then stopped in a traceback. Now it is refused as in use before
+    anything of the folder changes."""
+    study = tmp_path / "out" / "pretraining"
+    (study / "quick-mlm").mkdir(parents=True)
+    (study / "quick-mlm" / "kept").write_text("the first study's")
+    with open(study / ".lock", "w") as held:
+        held.write("4242\n")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with refusal(r"--out \S+: its pretraining study is in use by another process \(pid 4242\)"):
+            compare.main(["pretraining", "--quick", "--out", str(tmp_path / "out")])
+    assert sorted(p.name for p in study.rglob("*")) == [".lock", "kept", "quick-mlm"]

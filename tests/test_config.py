@@ -266,3 +266,38 @@ def test_num_labels_that_agrees_with_id2label_is_known_and_silent():
         warnings.simplefilter("error")
         config = BertConfig.from_dict({**BertConfig().to_dict(), "id2label": {"0": "neg", "1": "pos"}, "num_labels": 2})
     assert config.id2label == {0: "neg", 1: "pos"}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_weights_stored_in_half_precision_without_a_config_dtype_are_said(dtype, tmp_path):
+    """Weights stored in bfloat16 or float16 behind a config.json that names no dtype: transformers 5
+    computes in the weights' dtype (shown), minibert in float32, agreeing with transformers given
+    dtype=torch.float32. One warning says so, as for a config dtype (the code before this one said
+    nothing: fill-mask scores differed from transformers' in the third decimal)."""
+    import torch
+    import transformers
+    from safetensors.torch import load_file, save_file
+    from minibert import BertForMaskedLM
+    from conftest import TINY_REORDER, assert_close, perturb_
+    torch.manual_seed(0)
+    perturb_(transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=20,
+        max_position_embeddings=16))).eval().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.pop("dtype", None), config.pop("torch_dtype", None)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    weights = load_file(tmp_path / "model.safetensors")
+    save_file({k: v.to(getattr(torch, dtype)) for k, v in weights.items()}, str(tmp_path / "model.safetensors"),
+              metadata={"format": "pt"})
+    assert transformers.BertForMaskedLM.from_pretrained(tmp_path).dtype == getattr(torch, dtype)  # why it is said
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = BertForMaskedLM.from_pretrained(tmp_path).eval()
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and re.search(rf"its weights are stored in {dtype} and config.json names no dtype; "
+                                            r"minibert computes in float32 \(transformers 5 computes in the weights' "
+                                            "dtype", messages[0]), messages
+    reference = transformers.BertForMaskedLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    ids = torch.tensor([[2, 5, 9, 11, 3]])
+    with torch.no_grad():
+        assert_close(ours(ids).logits, reference(input_ids=ids).logits, atol=TINY_REORDER, what=dtype)

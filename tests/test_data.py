@@ -275,7 +275,7 @@ def test_missing_network_is_a_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setattr(prep, "CACHE", str(tmp_path))
 
     class Failed:
-        returncode = 1
+        returncode, stderr = 1, ""
 
     monkeypatch.setattr(prep.subprocess, "run", lambda *a, **k: Failed())
     with pytest.raises(prep.DataError, match="could not download vaderSentiment==3.3.2 .*check the network"):

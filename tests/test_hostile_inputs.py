@@ -606,8 +606,9 @@ def test_a_refused_checkpoint_is_all_that_finetune_says_of_one_file(base, setup,
     assert "all.tsv split by label (seed 0): " in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("weights", ["every-layernorm-1e38", "last-layernorm-1e30"])
 @pytest.mark.parametrize("command", ["fill-mask", "finetune", "attention", "predict", "probe", "polysemy", "compare"])
-def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(base, setup, tmp_path, command):
+def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(base, setup, tmp_path, command, weights):
     """Every LayerNorm weight set to 1e38: finite, so the file loads, but the hidden states overflow
     to inf and NaN. fill-mask printed `(nan)` probabilities, predict a NaN and a label, attention a
     table of NaN, polysemy NaN similarities (all exit 0); fine-tuning advised a lower learning rate
@@ -615,13 +616,23 @@ def test_finite_weights_that_overflow_float32_are_refused_where_they_give_nan(ba
     --out is claimed); the probes stopped in a traceback. Each is one line saying the model
     computes numbers that are not finite. experiments.compare found it only at its first fine-tuning
     step, after it had made its --out and printed the bag-of-words baseline: now when the encoder
-    opens, before either."""
+    opens, before either. The last layer's output LayerNorm gain alone set to 1e30 gives finite
+    hidden states of about 1e30, whose squares overflow float32 (overflowing): fill-mask and the
+    probes refused it, but the code before this one fine-tuned on it (a loss of 7.5e28), predicted
+    `1.0000`, printed polysemy similarities of 0.000 (their norms inf; the true cosines about
+    0.96) and drew attention; now each refuses it in the same line."""
     from experiments import compare
     src = base / ("cls" if command == "predict" else "pre")
     run = tmp_path / src.name
     shutil.copytree(src, run, ignore=shutil.ignore_patterns(LOCK_FILE))
     ckpt = run / "best" if command == "predict" else run / "checkpoints" / "step-000002"
-    rewrite_file(ckpt, lambda t: {k: torch.full_like(v, 1e38) if "LayerNorm.weight" in k else v for k, v in t.items()})
+
+    def overflowing_gain(tensors):
+        if weights.startswith("every"):
+            return {k: torch.full_like(v, 1e38) if "LayerNorm.weight" in k else v for k, v in tensors.items()}
+        last = max(k for k in tensors if re.search(r"layer\.\d+\.output\.LayerNorm\.weight$", k))  # the last layer's
+        return {**tensors, last: torch.full_like(tensors[last], 1e30)}
+    rewrite_file(ckpt, overflowing_gain)
     run_command = {"predict": lambda: finetune.main(["predict", "--model", str(run), "--file", str(tmp_path / "in.txt")]),
                    "probe": lambda: probe.main(["--summary", str(run), "--data-root", str(base / "cache")]),
                    "polysemy": lambda: polysemy.main(["--minilm", str(setup / "ckpt"), "--checkpoint", str(run),
@@ -661,22 +672,40 @@ def test_a_random_init_that_overflows_blames_its_initializer_range_not_the_weigh
     assert capsys.readouterr().out == "" and not (tmp_path / "study").exists()
 
 
-@pytest.mark.parametrize("file,content", [("special_tokens_map.json", "{bad"), ("special_tokens_map.json", ""),
-                                          ("tokenizer_config.json", '{"tokenizer_class": "PreTrainedTokenizerFast", '),
-                                          ("tokenizer_config.json", "[1, 2]"), ("added_tokens.json", "[1]")],
-                         ids=["map-not-json", "map-empty", "config-cut-short", "config-a-list", "added-tokens-a-list"])
-def test_a_damaged_tokenizer_file_beside_tokenizer_json_is_refused(base, tmp_path, file, content):
+NOT_AN_OBJECT, WITH_A_BOM = "is not a JSON object (", "starts with a UTF-8 byte-order mark, which transformers cannot read"
+UNTYPED = 'gives mask_token as an object without "__type": "AddedToken", which transformers cannot read'
+
+
+@pytest.mark.parametrize("file,content,said", [
+    ("special_tokens_map.json", "{bad", NOT_AN_OBJECT), ("special_tokens_map.json", "", NOT_AN_OBJECT),
+    ("tokenizer_config.json", '{"tokenizer_class": "PreTrainedTokenizerFast", ', NOT_AN_OBJECT),
+    ("tokenizer_config.json", "[1, 2]", NOT_AN_OBJECT), ("added_tokens.json", "[1]", NOT_AN_OBJECT),
+    ("special_tokens_map.json", '\ufeff{"mask_token": "[MASK]"}', WITH_A_BOM),
+    ("added_tokens.json", '\ufeff{"[MASK]": 4}', WITH_A_BOM), ("config.json", "\ufeff", WITH_A_BOM),
+    ("tokenizer.json", "\ufeff", WITH_A_BOM),
+    ("tokenizer_config.json", '{"tokenizer_class": "PreTrainedTokenizerFast", "mask_token": {"content": "[MASK]"}}',
+     UNTYPED)],
+    ids=["map-not-json", "map-empty", "config-cut-short", "config-a-list", "added-tokens-a-list", "map-bom",
+         "added-tokens-bom", "config-json-bom", "tokenizer-json-bom", "config-mask-token-an-untyped-object"])
+def test_a_damaged_tokenizer_file_beside_tokenizer_json_is_refused(base, tmp_path, file, content, said):
     """A special_tokens_map.json, tokenizer_config.json or added_tokens.json that is not a JSON
     object (cut short, empty, a list): transformers cannot load the folder's tokenizer at all. One
     line naming the file (the code before this one took it for absent: it answered, or blamed a
-    BertTokenizer setting whose "make the two agree" mends nothing)."""
+    BertTokenizer setting whose "make the two agree" mends nothing). So for any of those files, or
+    config.json or tokenizer.json, that starts with a UTF-8 byte-order mark (the code before this one
+    read past it in the side files and config.json, and blamed "expected value at line 1 column 1"
+    in tokenizer.json), and a tokenizer_config.json giving a special token as an object without
+    transformers' "__type" (read before as the token it names)."""
     import transformers
     ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    if content.startswith("\ufeff") and len(content) == 1:  # the file as it is, behind a BOM
+        content += (ckpt / file).read_text()
     (ckpt / file).write_text(content)
     with pytest.raises(Exception):
         transformers.AutoTokenizer.from_pretrained(ckpt)
+        transformers.AutoConfig.from_pretrained(ckpt)
     code, out, err = script("fill_mask.py", "--checkpoint", str(ckpt), "the [MASK] .")
-    assert code == 1 and err.count("\n") == 1 and f"{ckpt / file} is not a JSON object (" in err, err
+    assert code == 1 and err.count("\n") == 1 and f"{ckpt / file} {said}" in err, err
 
 
 @pytest.mark.parametrize("dtype", ["int64", "bool", "uint8", "float8-nan"])
@@ -750,8 +779,8 @@ def test_a_probe_window_longer_than_the_model_reads_is_refused_first(base, tmp_p
     shutil.copytree(base / "pre" / "checkpoints" / "step-000002", ckpt)
     (ckpt / "training_state.pt").unlink()  # a plain checkpoint: no flags of its run to follow
     with refusal(r"--seq-len 1000: .*ckpt reads at most 512 positions; give at most 512"):
-        probe.main([mode, str(ckpt), "--seq-len", "1000", "--data-root", str(tmp_path / "cache"), "--out",
-                    str(tmp_path / "probes")])
+        probe.main([mode, str(ckpt), "--seq-len", "1000", "--data-root", str(tmp_path / "cache"),
+                    *(["--out", str(tmp_path / "probes")] if mode != "--summary" else [])])
     assert not (tmp_path / "cache").exists() and not (tmp_path / "probes").exists()
 
 
@@ -859,6 +888,21 @@ def test_pictures_never_go_inside_a_runs_folders(base, setup, tmp_path, capsys):
                      "never go inside a run: choose another --out$"):
             polysemy.main(["--minilm", str(setup / "ckpt"), "--checkpoint", str(ckpt), "--out", str(out)])
     assert sorted(snapshot(run)) == sorted([*before, "attention.png"])
+
+
+@pytest.mark.parametrize("command", ["plot_metrics", "attention"])
+def test_a_picture_is_never_drawn_over_a_runs_lock(base, tmp_path, command):
+    """--out RUN/.lock: a name that is all extension passed the picture check as one without any
+    (the code before this one renamed a PNG over the lock of a run still training, so that a second
+    `--overwrite` of the run found no holder and deleted its checkpoints under it). Refused as a
+    .lock file, before anything is drawn; the lock is as it was."""
+    run = copy(base, "pre", tmp_path)
+    lock = run / LOCK_FILE
+    lock.write_text("12345\n")
+    argv = [str(run / "metrics.jsonl")] if command == "plot_metrics" else ["--checkpoint", str(run)]
+    with refusal(r"cannot draw a \.lock file; give a \.png, \.pdf or \.svg path"):
+        {"plot_metrics": plot_metrics, "attention": attention}[command].main([*argv, "--out", str(lock)])
+    assert lock.read_text() == "12345\n"
 
 
 def test_predict_on_a_run_still_in_its_first_epoch_says_so(base, tmp_path):

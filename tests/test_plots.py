@@ -159,11 +159,12 @@ def test_an_old_metrics_file_without_seq_len_or_probes_is_drawn_with_a_one_line_
     assert (tmp_path / "old.png").read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("line_end", ["\r\n", "\r"])
+@pytest.mark.parametrize("line_end", ["\r\n", "\r", "\n\ufeff"])
 def test_records_on_lines_that_end_otherwise_are_drawn_alike(tmp_path, drawn, line_end):
-    """The records of a metrics.jsonl whose lines end in \r\n or \r alone (an editor's save): the
-    same lines as with \n (the code before this one read a file of \r-ended lines as one line and
-    said "none of its lines is a record")."""
+    """The records of a metrics.jsonl whose lines end in \r\n or \r alone (an editor's save), or
+    each starting with a byte-order mark (logs joined, each with its own): the same lines as with
+    \n (the code before this one read a file of \r-ended lines as one line and said "none of its
+    lines is a record", and left out a record behind a BOM as "a line a crash cut short")."""
     path = write_run(tmp_path / "run", "pretraining", pretraining_records())
     expected = xy(line_of(drawn(path).axes[0], "training"))
     Path(path).write_bytes(Path(path).read_bytes().replace(b"\n", line_end.encode()))

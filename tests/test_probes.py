@@ -501,3 +501,18 @@ def test_a_model_that_overflows_while_it_is_probed_is_named(tmp_path, tiny_run, 
     ckpt = checkpoints(str(tiny_run))[-1]
     with refusal(rf"^error: {re.escape(ckpt)}: the model computes numbers that are not finite from its weights$"):
         command.main(["--checkpoint", ckpt, "--budgets", "40", "--out", str(tmp_path / "out")])
+
+
+def test_a_checkpoint_without_a_masked_lm_head_is_named_as_such(tmp_path, tiny_run):
+    """An encoder-only checkpoint (a BertModel, as MiniLM's folder is): the code before this one
+    stopped with one enormous line listing every tensor missing and unexpected. Now the cause, as
+    fill_mask.py says it, and the way to MiniLM's frozen features, before anything is probed."""
+    ckpt = checkpoints(str(tiny_run))[-1]
+    encoder = tmp_path / "encoder"
+    BertForMaskedLM.from_pretrained(ckpt).bert.save_pretrained(encoder, tokenizer=Tokenizer.from_file(
+        os.path.join(ckpt, "tokenizer.json")))
+    with refusal(rf"^error: {re.escape(str(encoder))} has no masked-LM head \(no cls\.predictions\.\* tensors: an "
+                 r"encoder or classifier checkpoint\); the masked-token and agreement probes need \(for MiniLM's "
+                 r"frozen features alone: --checkpoint minilm\) a BertForMaskedLM checkpoint"):
+        command.main(["--checkpoint", str(encoder), "--budgets", "40", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()

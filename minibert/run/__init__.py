@@ -22,7 +22,7 @@ import threading
 import warnings
 
 from ..files import read_bytes
-from ..text import lines_of, nul_bytes
+from ..text import lines_of, not_utf8, nul_bytes
 
 # what to do about a failed write, by its cause
 _WRITE_ADVICE = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (a disk quota is full)",
@@ -98,9 +98,10 @@ def input_lines(path: str | None, one: str) -> list[str]:
         else:
             raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
         text = raw.decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        die(f"cannot read {path or 'standard input'}: {getattr(e, 'strerror', None) or e}; "
-            f"give UTF-8 text, one {one} per line")
+    except OSError as e:
+        die(f"cannot read {path or 'standard input'}: {e.strerror or e}; give UTF-8 text, one {one} per line")
+    except UnicodeDecodeError as e:
+        die(f"cannot read {path or 'standard input'}: {not_utf8(e)}, one {one} per line")
     if nul_bytes(text):
         die(f"cannot read {path or 'standard input'}: {nul_bytes(text)}")
     lines = lines_of(text)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..checkpoint import NOT_FINITE, CheckpointError
+from ..checkpoint import NOT_FINITE, CheckpointError, overflowing
 from ..text import plain_tokenizer
 from .classification import logits_of, set_trainable
 from .training import adamw
@@ -66,7 +66,7 @@ def word_vector(model, tokenizer, sentence: str, word: str, static: bool = False
         else:
             vectors = model(ids).last_hidden_state[0]                # (T, C)
     vector = vectors[pieces].mean(dim=0)                            # (C,)
-    if not bool(torch.isfinite(vector).all()):  # finite weights too large for float32: never a NaN similarity
+    if overflowing(vector):  # finite weights too large for float32: never a NaN (or 0.000) similarity
         raise CheckpointError(f"the model {NOT_FINITE}")
     return vector
 

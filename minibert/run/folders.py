@@ -146,7 +146,9 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if not os.path.isdir(parent):
         die(f"cannot make {flag} {out}: {parent} is a file, not a folder; choose another {flag}")
     if not os.access(parent, os.W_OK | os.X_OK):
-        die(f"cannot write to {flag} {out}: {parent} is not writable; choose another {flag}")
+        instead = (f"make it writable, or copy the run to a place that is and --resume it there (in another {flag}, "
+                   "--resume starts a new run)") if found == kind and resume else f"choose another {flag}"
+        die(f"cannot write to {flag} {out}: {parent} is not writable; {instead}")
     return found
 
 
@@ -496,8 +498,8 @@ def metric_records(path: str):
     record (a key given twice too: which value counts is unsaid), is skipped."""
     for line in lines_of(read_bytes(path).decode("utf-8-sig", errors="replace")):  # -sig: a BOM is no text
         try:
-            record = parse_json(line.strip())
+            record = parse_json(line.strip().lstrip("\ufeff"))  # a BOM inside: two logs joined, each with its own
         except ValueError:
             continue
-        if isinstance(record, dict) and type(record.get("step")) is int and repeated_key(line.strip()) is None:
+        if isinstance(record, dict) and type(record.get("step")) is int and repeated_key(line.strip().lstrip("\ufeff")) is None:
             yield record

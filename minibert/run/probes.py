@@ -51,9 +51,10 @@ from dataclasses import dataclass, replace
 import torch
 from tokenizers import Tokenizer
 
-from ..checkpoint import DAMAGED, NOT_FINITE, CheckpointError, load_tokenizer, torch_load
+from ..checkpoint import DAMAGED, NOT_FINITE, CheckpointError, load_tokenizer, overflowing, torch_load
 from ..config import BertConfig
 from ..files import read_bytes
+from ..fill_mask import load_masked_lm
 from ..loss import IGNORE_INDEX
 from ..masking import MaskingVocab, fixed_masking
 from ..model import BertForMaskedLM, BertModel
@@ -73,8 +74,10 @@ SOURCES = ("validation split", "labelled test sentences")  # the held-out texts 
 
 
 def load_mlm(path: str) -> BertForMaskedLM:
-    """A pretrained checkpoint with its MLM head, in eval mode."""
-    return BertForMaskedLM.from_pretrained(path, use_sdpa=True, unpad=True).eval()
+    """A pretrained checkpoint with its MLM head, in eval mode; one without that head is said so
+    (fill_mask.load_masked_lm), with MiniLM's way in: its frozen features alone."""
+    needs = "the masked-token and agreement probes need (for MiniLM's frozen features alone: --checkpoint minilm)"
+    return load_masked_lm(path, needs, use_sdpa=True, unpad=True).eval()
 
 
 def run_flags(checkpoint: str) -> dict | None:
@@ -367,7 +370,7 @@ def sentence_features(encoder: BertModel, seqs: list[list[int]], pad_id: int, ba
         h = encoder(ids.to(device), attn.to(device)).last_hidden_state.cpu()      # (B, T, C)
         cls.append(h[:, 0])
         mean.append(mean_pool(h, attn))
-    if not all(bool(torch.isfinite(torch.cat(f)).all()) for f in (cls, mean)):  # finite weights too large for float32
+    if any(overflowing(torch.cat(f)) for f in (cls, mean)):  # finite weights too large for float32
         raise CheckpointError(f"the model {NOT_FINITE}")
     back = torch.empty(len(order), dtype=torch.long)
     back[torch.tensor(order)] = torch.arange(len(order))

@@ -60,10 +60,12 @@ def folder_problem(path: str) -> str | None:
 
 def picture_problem(path: str) -> str | None:
     """Why a picture cannot be written at `path`, said before any work is done: an extension
-    other than PICTURE_FORMATS, a folder there, a folder above it that is missing, a file, or not
+    other than PICTURE_FORMATS (a name starting with a dot, such as a run's .lock, is all extension), a folder there, a folder above it that is missing, a file, or not
     writable. None when it can."""
-    if os.path.splitext(path)[1][1:].lower() not in ("", *PICTURE_FORMATS):
-        return f"cannot draw a {os.path.splitext(path)[1]} file; give a .png, .pdf or .svg path"
+    name = os.path.basename(path)
+    ext = os.path.splitext(name)[1] or (name if name.startswith(".") else "")  # ".lock": a run's lock, no picture
+    if ext[1:].lower() not in ("", *PICTURE_FORMATS):
+        return f"cannot draw a {ext} file; give a .png, .pdf or .svg path"
     if os.path.isdir(path):
         return "a folder; give a picture's path"
     folder = os.path.dirname(os.path.abspath(path))
