@@ -45,7 +45,7 @@ from minibert.run.folders import truncate_metrics, write_json
 from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase, Run, at_max_steps,
                                       default_short_seq_len, log, new_or_resumed_model, note_a_larger_vocabulary,
                                       nothing_to_train, phases, planned_short_steps, restore, save, short_global_size,
-                                      start, stop, training_state, warmup_length)
+                                      start, stop, stop_on_numbers, training_state, warmup_length)
 from minibert.run.training import adamw, autocast, lr_factor, main_first
 
 
@@ -287,9 +287,9 @@ def train_step(run: Run, model, step_model, optimizer, scaler, batch: dict, phas
             losses["train_nsp_loss"], losses["train_nsp_acc"] = (sums[1:] / n_pairs).tolist()
             train_loss += losses["train_nsp_loss"]
         if not math.isfinite(train_loss):
-            stop(run, f"the training loss became {train_loss} at step {step}")
+            stop_on_numbers(run, f"the training loss became {train_loss} at step {step}")
         if not scaler.is_enabled() and not math.isfinite(grad_norm):
-            stop(run, f"the gradient norm became {float(grad_norm)} at step {step}")
+            stop_on_numbers(run, f"the gradient norm became {float(grad_norm)} at step {step}")
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
@@ -364,7 +364,7 @@ def evaluate_and_save(run: Run, model, step: int, valid: dict, optimizer, schedu
         log(run, {"step": step, **last})
         ceiling = math.log(run.config.vocab_size) + 1
         if last["valid_loss"] > ceiling:
-            stop(run, f"the validation loss is {last['valid_loss']:.1f} at step {step}, more than ln V + 1 = "
+            stop_on_numbers(run, f"the validation loss is {last['valid_loss']:.1f} at step {step}, more than ln V + 1 = "
                       f"{ceiling:.1f} (worse than guessing every token uniformly): the run diverged")
     if step % args.save_every == 0 or final:
         save(run, step, model, training_state(run, step, optimizer, scheduler, masker))
@@ -417,17 +417,22 @@ def describe(run: Run, model) -> str:
 def finish(run: Run, result: dict, unigram: tuple[str, float]) -> None:
     """The summary (summary.json) and the report of the steps this process trained (at least
     one: a resume already at --max-steps ends before, nothing_to_train)."""
+    summary_path = os.path.join(run.args.out, "summary.json")
+    wall, outside, tokens = result["wall_s"], result["outside_s"], result["tokens_seen"]
+    summary = {**result["last"], "unigram_baseline_acc": unigram[1], "unigram_token": unigram[0],
+               "checkpoint": run.checkpoint, "steps": run.args.max_steps,
+               "steps_this_run": run.args.max_steps - run.start, "wall_s": wall,
+               "eval_and_checkpoint_s": outside, "tokens_per_s": tokens / (wall - outside)}
+
+    def write_summary():
+        if run.main_process:
+            try:
+                write_json(summary_path, summary)
+            except OSError as e:
+                stop(run, f"cannot write {summary_path} ({e.strerror})", write_advice(e, "--resume"))
+
+    main_first(write_summary, run.rank, run.world)  # the others wait for it, and stop with it
     if run.main_process:
-        summary_path = os.path.join(run.args.out, "summary.json")
-        wall, outside, tokens = result["wall_s"], result["outside_s"], result["tokens_seen"]
-        summary = {**result["last"], "unigram_baseline_acc": unigram[1], "unigram_token": unigram[0],
-                   "checkpoint": run.checkpoint, "steps": run.args.max_steps,
-                   "steps_this_run": run.args.max_steps - run.start, "wall_s": wall,
-                   "eval_and_checkpoint_s": outside, "tokens_per_s": tokens / (wall - outside)}
-        try:
-            write_json(summary_path, summary)
-        except OSError as e:
-            stop(run, f"cannot write {summary_path} ({e.strerror})", write_advice(e, "--resume"))
         report(summary, run.metrics_path)
     if run.lock:
         run.lock.close()  # releases --out for the next process

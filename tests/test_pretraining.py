@@ -213,7 +213,9 @@ def test_torchrun_two_processes_match_one_process(tmp_path, corpus, documents, o
     without --resume (a check of --out, made by the main process only) and --resume with
     another --seed (a check every process makes) each print one `error:` line, no traceback
     through train_mlm.py from either process (torchrun then reports the failed processes), and
-    leave the run as it was."""
+    leave the run as it was. Every process leaves the process group before it exits: one left to
+    Python's exit aborted in gloo's threads ("terminate called without an active exception", with
+    a Python stack through train_mlm.py) in 4 of 10 such refusals."""
     args = ["--max-steps", "8", "--eval-every", "8", "--dropout", "0", "--objective", objective]
     corpus = documents if objective == "mlm+nsp" else corpus
     single = run(tmp_path / "one", corpus, tmp_path / "cache", *args)
@@ -235,7 +237,7 @@ def test_torchrun_two_processes_match_one_process(tmp_path, corpus, documents, o
         r = torchrun(*extra)
         errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
         assert r.returncode != 0 and len(errors) == 1 and re.search(message, errors[0]), r.stderr[-3000:]
-        assert 'train_mlm.py", line' not in r.stderr, r.stderr[-3000:]
+        assert 'train_mlm.py", line' not in r.stderr and "terminate called" not in r.stderr, r.stderr[-3000:]
     assert files() == before
     for other in (accum, ddp):
         for (s1, l1), (s2, l2) in zip(losses(single), losses(other), strict=True):

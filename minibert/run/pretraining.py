@@ -687,15 +687,19 @@ def phases(run: Run) -> list[Phase]:
 
 
 def stop(run: Run, reason: str, advice: str = "try a lower --lr, or --dtype fp32"):
-    """End a run that cannot go on, naming the last good checkpoint. Every process stops on the
-    same (all-reduced) numbers, or inside main_first: the main process says why, the others
-    exit quietly."""
+    """End a run that cannot go on, naming the last good checkpoint: called by the main process,
+    inside main_first (the others stop with it). Every process that meets the same all-reduced
+    numbers calls stop_on_numbers instead."""
     if run.progress:
         run.progress.close()
-    if not run.main_process:
-        sys.exit(1)
     where = f"the last good checkpoint is {run.checkpoint}" if run.checkpoint else "no checkpoint was written"
     die(f"{reason}; stopping ({where}). {advice[:1].upper()}{advice[1:]}.")
+
+
+def stop_on_numbers(run: Run, reason: str, advice: str = "try a lower --lr, or --dtype fp32"):
+    """stop(), by every process on the same all-reduced numbers (a NaN loss): the main process
+    says why, and the others stop with it."""
+    main_first(lambda: stop(run, reason, advice), run.rank, run.world)
 
 
 def log(run: Run, record: dict) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -134,8 +135,8 @@ def main_first(work, rank: int, world: int):
     """`work()` on the main process (rank 0), then on the others; returns its result. A stop
     (`die`) in it stops every process with ONE line: the main process's, said before the others
     start (so they neither repeat a check's line nor wait at a collective for a process that is
-    gone), else that of the first other process that stopped; the rest exit quietly. A single
-    process just runs `work()`."""
+    gone), else that of the first other process that stopped; the rest exit quietly, together
+    with it (stop_together). A single process just runs `work()`."""
     if world == 1:
         return work()
     result, stopped = None, None
@@ -148,5 +149,18 @@ def main_first(work, rank: int, world: int):
         said = [None] * world
         dist.all_gather_object(said, stopped is not None)
         if any(said):
-            raise stopped if rank == said.index(True) else SystemExit(1)
+            stop_together(stopped if rank == said.index(True) else SystemExit(1))
     return result
+
+
+def stop_together(stopped: SystemExit):
+    """Stop every process of a run at once. The process with a line to say says it first, before
+    any process exits: torchrun ends the others as soon as one has exited, which could cut that
+    line. Then all leave the process group together, since one left to Python's exit can abort
+    in gloo's threads ("terminate called without an active exception")."""
+    said = isinstance(stopped.code, str)
+    if said:
+        print(stopped.code, file=sys.stderr, flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    raise SystemExit(1 if said else stopped.code)
