@@ -38,7 +38,7 @@ from data.prepare import CACHE, CORPORA, prepare
 from minibert import IGNORE_INDEX, PreTrainingOutput
 from minibert.files import write_file
 from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, target_slots
-from minibert.run import die, interrupted, run_script, write_advice
+from minibert.run import die, interrupted, interrupts_ignored, run_script, write_advice
 from minibert.run.flags import (AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, Parser, add_device,
                                 check_ranges)
 from minibert.run.folders import truncate_metrics, write_json
@@ -191,13 +191,15 @@ def main(argv=None):
             run.progress.close()
         interrupted(f"the last checkpoint is {run.checkpoint}; --resume continues from it" if run.checkpoint
                     else "no checkpoint was written yet; run again with --overwrite to start afresh", run.main_process)
-    finish(run, result, unigram)
+    with interrupts_ignored():  # the run is whole once these are written: a Ctrl-C could only cut it short
+        save(run, args.max_steps, model, training_state(run, args.max_steps, optimizer, scheduler, masker))
+        finish(run, result, unigram)
 
 
 def train(run: Run, model, step_model, optimizer, scheduler, scaler, masker, valid: dict) -> dict:
     """Steps run.start + 1 to --max-steps: the step's seeded global batch from its phase, masked on
     the device, one train_step, the log line; every --eval-every steps a validation, every
-    --save-every a checkpoint. Returns the last validation numbers and the token count and times
+    --save-every a checkpoint (the last step's is saved by main). Returns the last validation numbers and the token count and times
     (validation and checkpoints are kept out of tokens/s)."""
     args, device, vocab = run.args, run.device, run.vocab
     plan = phases(run)
@@ -357,7 +359,8 @@ def evaluate_nsp(run: Run, model) -> dict:
 
 def evaluate_and_save(run: Run, model, step: int, valid: dict, optimizer, scheduler, masker) -> dict | None:
     """At --eval-every and --save-every steps (and the last): validate, stop a run that diverged,
-    checkpoint. Returns the validation numbers when they were measured."""
+    checkpoint (but the last step's, which main saves with the summary). Returns the validation
+    numbers when they were measured."""
     args, last, final = run.args, None, step == run.args.max_steps
     if step % args.eval_every == 0 or final:
         last = evaluate(run, model, valid)
@@ -366,7 +369,7 @@ def evaluate_and_save(run: Run, model, step: int, valid: dict, optimizer, schedu
         if last["valid_loss"] > ceiling:
             stop_on_numbers(run, f"the validation loss is {last['valid_loss']:.1f} at step {step}, more than ln V + 1 = "
                       f"{ceiling:.1f} (worse than guessing every token uniformly): the run diverged")
-    if step % args.save_every == 0 or final:
+    if step % args.save_every == 0 and not final:
         save(run, step, model, training_state(run, step, optimizer, scheduler, masker))
     return last
 

@@ -644,9 +644,10 @@ def main(argv=None):
     if planted:  # its records would be written wherever the link points
         die(f"{planted[0]} is a symbolic link; a study never writes through one: remove it, or choose another --out")
     # held for the study's life: two studies in one folder would mix their records. Taken before the encoders
-    # load where the folder is there already (--quick pretrains into it), else once they have loaded (refused
-    # encoders leave no folder behind)
-    lock = study_lock(args, out) if os.path.isfile(os.path.join(out, LOCK_FILE)) else None
+    # load where the folder is there already or --quick pretrains its checkpoint into it, else once they have
+    # loaded (refused encoders leave no folder behind)
+    pretrains_here = pretraining and args.quick and args.encoders is None
+    lock = study_lock(args, out) if pretrains_here or os.path.isfile(os.path.join(out, LOCK_FILE)) else None
     task, encoders = load_task_and_encoders(args, s, out)
     lock = lock or study_lock(args, out)
     seeds = list(range(s["seeds"]))

@@ -536,6 +536,31 @@ def test_a_study_folder_holds_one_study_at_a_time(tmp_path, tiny_checkpoint, cap
     assert {p: p.read_bytes() for p in (tmp_path / "methods").rglob("*") if p.is_file()} == before
 
 
+def test_a_quick_study_in_a_new_folder_holds_its_lock_while_it_pretrains(tmp_path, monkeypatch):
+    """`pretraining --quick` in a folder that does not exist yet pretrains its checkpoint into that
+    folder: its lock is held from before then, so that a second study started meanwhile is refused
+    (a helper's attack: the code before this one took the lock only once the encoders had loaded,
+    so a second study, seeing no lock, pretrained OUT/pretraining/quick-mlm again with --overwrite
+    under the first, which then stopped in a traceback). Seen here from inside: when the quick
+    checkpoint is made, a second process's lock on the study's .lock is refused."""
+    study = tmp_path / "out" / "pretraining"
+    seen = []
+
+    def quick_checkpoint(out):
+        with open(study / LOCK_FILE) as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen.append("free")
+            except BlockingIOError:
+                seen.append("held")
+        compare.die("stopped here")
+
+    monkeypatch.setattr(compare, "quick_checkpoint", quick_checkpoint)
+    with refusal("stopped here"):
+        compare.main(["pretraining", "--quick", "--out", str(tmp_path / "out")])
+    assert seen == ["held"]
+
+
 def test_a_quick_study_changes_nothing_of_a_study_in_use(tmp_path):
     """A second `pretraining --quick` on an --out whose study another process runs (its lock held
     here): the code before this one pretrained its quick checkpoint again (train_mlm.py --overwrite

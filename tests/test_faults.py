@@ -832,6 +832,32 @@ def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path,
     assert checkpoints(str(out))[-1] == str(newest)
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_ctrl_c_during_the_last_save_finishes_the_run(pretrained, tmp_path, corpus, capsys, monkeypatch, when):
+    """Ctrl-C (a real SIGINT) while the last step's checkpoint is saved, just before or just after
+    its folder is renamed into place: the run is whole once that checkpoint and summary.json are
+    written, so the Ctrl-C is ignored and the run ends as it would have (exit status 0, the
+    summary printed and written). The old code said "interrupted: ... --resume continues from it",
+    and --resume then found nothing to train: summary.json was never written."""
+    out = tmp_path / "run"
+    rename = os.rename
+
+    def interrupted_rename(src, dst):
+        last = os.path.basename(dst) == "step-000004"
+        if last and when == "before":
+            os.kill(os.getpid(), signal.SIGINT)
+        rename(src, dst)
+        if last and when == "after":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "rename", interrupted_rename)
+    with ctrl_c_as_a_terminal_gives_it():
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "4", "--save-every", "2"))
+    assert "interrupted" not in capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["checkpoint"] == str(out / "checkpoints" / "step-000004") == checkpoints(str(out))[-1]
+
+
 @pytest.mark.parametrize("when", ["during-the-scoring", "during-the-baseline", "once-the-run-is-whole"])
 def test_ctrl_c_at_the_end_of_a_fine_tuning_says_what_is_kept(setup, tmp_path, capsys, monkeypatch, when):
     """A real SIGINT while the best model is scored, after the last epoch: best/ is on disk, not
