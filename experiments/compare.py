@@ -50,7 +50,7 @@ import torch
 from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
-from minibert.files import open_no_link, parse_json, read_bytes, try_lock, write_file
+from minibert.files import no_folder, open_no_link, parse_json, read_bytes, try_lock, write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
@@ -634,7 +634,7 @@ def main(argv=None):
     device = pick_device(args.device) if pretraining else torch.device("cpu")
     out = os.path.join(args.out, args.study)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
-        die(f"cannot make --out {args.out}: it is a file; give a folder")
+        die(f"cannot make --out {args.out}: it is {no_folder(args.out)}; give a folder")
     outer = the_run_it_is_or_is_in(out)  # --out, a folder above it, or the study's own folder in it
     if outer is not None:  # pruning or --overwrite of that run would delete the study
         where = f": its {args.study} folder is the" if outer == out else " is in the"

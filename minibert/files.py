@@ -108,8 +108,11 @@ def sha256_of(path: str) -> str:
 
 def write_file(path: str, data) -> None:
     """Write `data` (bytes, or a function that writes a file given its name) to `path`:
-    temporary name, fsync, rename. On any failure `path` is as it was."""
+    temporary name, fsync, rename. On any failure `path` is as it was. What stands at `path` is
+    replaced only if it is a plain file or a link (never a named pipe or a device: ENXIO)."""
     tmp = f"{path}.tmp{os.getpid()}"
+    if os.path.exists(path) and not os.path.islink(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        raise OSError(errno.ENXIO, not_a_file(path), path)
     try:
         if os.path.lexists(tmp):  # left by a crashed process of the same pid, or planted
             os.remove(tmp)

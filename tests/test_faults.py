@@ -132,11 +132,14 @@ def test_a_second_process_on_the_same_folder_is_refused(pretrained, tmp_path, co
 
 
 def test_unwritable_out_and_a_file_as_out_are_one_line(pretrained, tmp_path, corpus, monkeypatch):
-    """A file as --out, a file above --out (its folder cannot be made: a file, not a folder that
-    is not writable), a folder that is not writable."""
+    """A file or a named pipe as --out (the pipe was called a file), a file above --out (its folder
+    cannot be made: a file, not a folder that is not writable), a folder that is not writable."""
     (tmp_path / "file").write_text("x")
-    with refusal("--out .*file is a file; give a folder"):
+    with refusal("--out .*file is a file, not a folder; give a folder"):
         train_mlm.main(pretrain_args(tmp_path / "file", corpus, pretrained / "cache"))
+    os.mkfifo(tmp_path / "pipe")
+    with refusal("--out .*pipe is a named pipe, not a folder; give a folder"):
+        train_mlm.main(pretrain_args(tmp_path / "pipe", corpus, pretrained / "cache"))
     with refusal(r"cannot make --out \S*file/run: \S*file is a file, not a folder; choose another --out"):
         train_mlm.main(pretrain_args(tmp_path / "file" / "run", corpus, pretrained / "cache"))
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # as root nothing is unwritable: pretend

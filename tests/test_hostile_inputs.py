@@ -8,6 +8,7 @@ import os
 import pickle
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -903,6 +904,61 @@ def test_a_picture_is_never_drawn_over_a_runs_lock(base, tmp_path, command):
     with refusal(r"cannot draw a \.lock file; give a \.png, \.pdf or \.svg path"):
         {"plot_metrics": plot_metrics, "attention": attention}[command].main([*argv, "--out", str(lock)])
     assert lock.read_text() == "12345\n"
+
+
+def _pipe_or_socket(path: Path, kind: str):
+    """A named pipe, or a Unix socket (bound; returned, to be closed), at `path`: no root needed."""
+    if kind == "pipe":
+        os.mkfifo(path)
+        return None
+    import socket
+    held = socket.socket(socket.AF_UNIX)
+    held.bind(str(path))
+    return held
+
+
+@pytest.mark.parametrize("kind,said", [("pipe", "a named pipe"), ("socket", "a socket")])
+@pytest.mark.parametrize("command", ["plot_metrics", "attention"])
+def test_a_picture_never_replaces_a_pipe_or_a_socket(base, tmp_path, command, kind, said):
+    """--out a named pipe or a socket (a helper's attack also used a device node, which only root
+    can make): the one writer renamed the PNG over it (as root, `--out /dev/null` would have
+    replaced the system's /dev/null). Refused in one line, before anything is drawn; it is still
+    what it was. Every other writer goes through write_file, which refuses the same (ENXIO)."""
+    run = copy(base, "pre", tmp_path)
+    out = tmp_path / "loss.png"
+    held = _pipe_or_socket(out, kind)
+    argv = [str(run / "metrics.jsonl")] if command == "plot_metrics" else ["--checkpoint", str(run)]
+    try:
+        with refusal(rf"--out {re.escape(str(out))}: {said}, not a file; give a picture's path"):
+            {"plot_metrics": plot_metrics, "attention": attention}[command].main([*argv, "--out", str(out)])
+        assert (stat.S_ISFIFO if kind == "pipe" else stat.S_ISSOCK)(os.lstat(out).st_mode)
+    finally:
+        if held:
+            held.close()
+
+
+@pytest.mark.parametrize("kind,said", [("pipe", "a named pipe"), ("socket", "a socket")])
+def test_the_one_writer_never_replaces_a_pipe_or_a_socket(tmp_path, kind, said):
+    """files.write_file over a named pipe or a socket: OSError ENXIO naming it, no temporary left;
+    what stood there is as it was. Over a plain file or a link (replaced, not written through) it
+    writes."""
+    from minibert.files import write_file
+    path = tmp_path / "x.json"
+    held = _pipe_or_socket(path, kind)
+    try:
+        with pytest.raises(OSError) as e:
+            write_file(str(path), b"{}")
+        assert e.value.errno == errno.ENXIO and e.value.strerror == f"{said}, not a file" \
+            and e.value.filename == str(path)
+        assert sorted(os.listdir(tmp_path)) == ["x.json"]
+    finally:
+        if held:
+            held.close()
+    (tmp_path / "plain").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "plain")
+    for name in ("plain", "link"):
+        write_file(str(tmp_path / name), b"new")
+    assert (tmp_path / "plain").read_text() == "new" and not (tmp_path / "link").is_symlink()
 
 
 def test_predict_on_a_run_still_in_its_first_epoch_says_so(base, tmp_path):

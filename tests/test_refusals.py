@@ -651,7 +651,7 @@ def test_probes_out_is_checked_before_the_probes_and_written_without_following_a
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "report.md").write_text("my notes\n")
     before = snapshot(tmp_path)
-    for out, pattern in ((tmp_path / "file", "is a file; give a folder"),
+    for out, pattern in ((tmp_path / "file", "is a file, not a folder; give a folder"),
                          (tmp_path / "mine", "already holds other files")):
         one_line_refusal(capsys, lambda: probes.main(["--checkpoint", "minilm", "--out", str(out), "--data-root",
                                                       str(tmp_path / "no-cache")]), pattern)

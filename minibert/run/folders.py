@@ -80,7 +80,7 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     the checkpoint, the data) or anything no such run writes (not_the_runs). `flag` names `out`
     in the messages. Returns what it holds."""
     if os.path.exists(out) and not os.path.isdir(out):
-        die(f"{flag} {out} is a file; give a folder")
+        die(f"{flag} {out} is {no_folder(out)}; give a folder")
     if os.path.islink(out) and not os.path.exists(out):
         die(f"{flag} {out} is a link to {os.readlink(out)}, which does not exist: make that folder, or choose "
             f"another {flag}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import os
 
-from ..files import nearest_existing
+from ..files import nearest_existing, not_a_file
 
 
 NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib)"  # why a plot is missing
@@ -68,6 +68,8 @@ def picture_problem(path: str) -> str | None:
         return f"cannot draw a {ext} file; give a .png, .pdf or .svg path"
     if os.path.isdir(path):
         return "a folder; give a picture's path"
+    if os.path.exists(path) and not os.path.isfile(path):  # a named pipe, a device: never replaced by a picture
+        return f"{not_a_file(path)}; give a picture's path"
     folder = os.path.dirname(os.path.abspath(path))
     above = nearest_existing(folder)
     if not os.path.isdir(above):
