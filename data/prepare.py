@@ -545,7 +545,8 @@ def prepare(corpus: str = "en", text_files: list[str] | None = None, root: str =
     if os.path.islink(out_dir) and not os.path.exists(out_dir):  # followed on purpose (a cache on another disk)
         raise DataError(f"{out_dir} is a symbolic link to {os.readlink(out_dir)}, which does not exist: make that "
                         "folder, or remove the link")
-    for folder in corpus_folders(out_dir):  # what a preparation killed (kill -9) between a write and its rename left
+    # what a preparation, or a tokenisation for training (tokens/), killed (kill -9) between a write and its rename left
+    for folder in (*corpus_folders(out_dir), os.path.join(out_dir, "tokens")):
         remove_left_temporaries(folder)
     manifest = read_manifest(out_dir)
     found = prepared_format(manifest, out_dir)

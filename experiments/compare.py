@@ -50,13 +50,13 @@ import torch
 from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
-from minibert.files import no_folder, open_no_link, parse_json, read_bytes, try_lock, write_file
+from minibert.files import no_folder, parse_json, read_bytes, try_lock, write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
 from minibert.run.finetuning import Recipe
 from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
-from minibert.run.folders import LOCK_FILE, run_kind, the_run_it_is_or_is_in, write_json
+from minibert.run.folders import LOCK_FILE, open_lock_file, run_kind, the_run_it_is_or_is_in, write_json
 from minibert.run.labelled import label_subsets, scores
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
@@ -615,7 +615,7 @@ def study_lock(args, out: str):
     through its lock file, which names the process; one line if another process holds it."""
     try:
         os.makedirs(out, exist_ok=True)
-        lock = os.fdopen(open_no_link(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
+        lock = open_lock_file(os.path.join(out, LOCK_FILE))
         if not try_lock(lock):
             die(f"--out {args.out}: its {args.study} study is in use by another process (pid "
                 f"{lock.read().strip() or '?'}); wait for it to finish, or choose another --out")

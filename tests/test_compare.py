@@ -3,6 +3,7 @@
 import fcntl
 import itertools
 import json
+import os
 import re
 import shutil
 import statistics
@@ -448,6 +449,20 @@ def test_a_study_never_writes_through_a_link_planted_in_its_folder(tmp_path, tin
     with refusal(rf"{re.escape(str(tmp_path / 'out' / link))} is a symbolic link; a study never writes through one"):
         compare.main(["methods", "--quick", "--out", str(tmp_path / "out"), "--encoders", str(tiny_checkpoint)])
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_study_lock_that_is_a_hard_link_is_replaced_not_written_into(tmp_path):
+    """A study's .lock hard-linked to a file elsewhere (planted, or a copy of the results made with
+    `cp -al`): the code before this one wrote its pid into it, overwriting that file (as a run's
+    lock once did: test_hostile_inputs.py::test_a_lock_file_that_is_a_hard_link_is_replaced_not_written_into).
+    The study (refused here for its encoders, after it took the lock) leaves the file as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "out" / "peft").mkdir(parents=True)
+    os.link(victim, tmp_path / "out" / "peft" / LOCK_FILE)
+    with refusal("is neither `minilm` nor a checkpoint folder"):
+        compare.main(["peft", "--quick", "--out", str(tmp_path / "out"), "--encoders", str(tmp_path / "missing")])
+    assert victim.read_text() == "precious\n" and os.stat(victim).st_nlink == 1
 
 
 def test_bag_of_words_penalty_is_picked_on_validation_the_larger_on_a_tie():

@@ -218,7 +218,9 @@ def test_a_preparation_cut_short_leaves_no_folder_or_file_behind(tmp_path, monke
     """A Ctrl-C as the first split is written: the corpus folders it had made are removed (the
     old code left `mine/` and `mine/pretrain/`, empty). A kill -9 between a write and its rename
     left `train.txt.tmpPID`, written in part (here planted, of a process that is gone): the next
-    preparation removes it (the old code kept it in the cache for ever)."""
+    preparation removes it (the old code kept it in the cache for ever). So is a token cache file
+    that training was writing beside the corpus (`tokens/train-SHA.pt.tmpPID`), which the code before
+    this one kept for ever (a helper's attack: 2 MB left by a kill -9 of train_mlm.py)."""
     text, root = tmp_path / "mine.txt", tmp_path / "cache"
     text.write_text("".join(f"document {i} has some words\n" for i in range(300)))
     if stop == "ctrl-c":
@@ -237,6 +239,11 @@ def test_a_preparation_cut_short_leaves_no_folder_or_file_behind(tmp_path, monke
     left.write_text("document 0 has so")
     prep.prepare("mine", [str(text)], root=str(root))
     assert not left.exists() and (root / "mine" / "pretrain" / "train.txt").is_file()
+    tokens = root / "mine" / "tokens" / f"train-0123456789ab.pt.tmp{int(dead.stdout)}"
+    tokens.parent.mkdir()
+    tokens.write_bytes(b"PK\x03\x04 cut short")
+    prep.prepare("mine", [str(text)], root=str(root))
+    assert not tokens.exists()
 
 
 def test_a_name_prepared_from_other_files_is_prepared_again_from_the_files_given(tmp_path, capsys):

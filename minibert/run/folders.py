@@ -233,6 +233,15 @@ def lock_holder(out: str) -> str | None:
     return None
 
 
+def open_lock_file(path: str):
+    """The lock file at `path`, open for reading and writing (made if missing, never through a
+    link). A hard link (a copy made with `cp -al`) is first removed: the pid written into it would
+    land in the other folder's lock, and the two folders would share one lock."""
+    if os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_nlink > 1:
+        os.remove(path)
+    return os.fdopen(open_no_link(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
+
+
 def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
                      inputs: tuple[str, ...] = (), flag: str = "--out"):
     """Make `out` this run's folder (check_run_folder's checks first). A lock file stops a second
@@ -243,9 +252,7 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     path = os.path.join(out, LOCK_FILE)
     try:
         os.makedirs(out, exist_ok=True)
-        if os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_nlink > 1:
-            os.remove(path)  # a hard link (a copy made with cp -al): the pid written below would land in the other file
-        lock = os.fdopen(open_no_link(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
+        lock = open_lock_file(path)
     except OSError as e:
         die(f"cannot write to {flag} {out}: {e.filename or out} {e.strerror}; choose another {flag}")
     if not try_lock(lock):
