@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 
 from .files import NO_BOM, UTF8_BOM, parse_json, read_bytes, write_file
+from .text import shows_nothing
 
 # Keys that `transformers` writes into config.json as bookkeeping or for model families
 # other than BERT. They do not change what a BERT computes (tests/test_config.py shows it for
@@ -83,7 +84,7 @@ def _label_table(id2label) -> dict[int, str]:
         table = {}
     if sorted(table) != list(range(len(id2label))):
         raise ValueError(f"BertConfig.id2label keys must be 0..N-1, got {sorted(map(str, id2label))}")
-    blank = [k for k, v in id2label.items() if v is None or not str(v).strip()]
+    blank = [k for k, v in id2label.items() if v is None or shows_nothing(str(v)) is not None]
     if blank:  # predict would print it as the label
         raise ValueError(f"BertConfig.id2label gives id {blank[0]} no label ({id2label[blank[0]]!r})")
     if len(set(table.values())) < len(table):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from dataclasses import dataclass
 
 import torch
@@ -59,6 +60,17 @@ def other_break(text: str) -> str | None:
     """The first of OTHER_BREAKS in `text`, named (for a message: "U+2028"), or None."""
     found = next((c for c in text if c in OTHER_BREAKS), None)
     return None if found is None else f"U+{ord(found):04X}"
+
+
+def shows_nothing(text: str) -> str | None:
+    """Why `text` shows nothing although it is not empty, for a message ("only U+200B"): it holds
+    only white space, format characters (Unicode category Cf: zero-width spaces and joiners, soft
+    hyphens, a byte-order mark) and control characters (Cc), which str.strip() keeps and BERT's
+    normalizer drops; "" when it is empty or white space; None when something shows."""
+    if any(not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc") for c in text):
+        return None
+    hidden = sorted({f"U+{ord(c):04X}" for c in text if not c.isspace()})
+    return f"only {', '.join(hidden)}" if hidden else ""
 
 
 # a tab, and every character that str.splitlines() (and so some reader) breaks a line at: written as its escape;

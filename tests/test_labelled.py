@@ -358,10 +358,25 @@ def jsonl_rows(n: int, last: str = "") -> str:
      r"^error: \S+mine\.tsv:42: expected text<TAB>label; the line opens a quote it does not close: the file is quoted"),
     ("mine.tsv", tsv_by_csv_module([], quoting=csv.QUOTE_ALL).encode(),
      r"^error: \S+mine\.tsv:2: a row in double quotes \('\"film 0 of pos\"\\\\t\"pos\"'\): the file is quoted"),
+    ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "a film\t\u200b\n").encode(),
+     r"^error: \S+mine\.tsv:41: empty label \(it holds only U\+200B, which shows nothing\)$"),
+    ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "a film\t\u2060 \n").encode(),
+     r"^error: \S+mine\.tsv:41: empty label \(it holds only U\+2060, which shows nothing\)$"),
+    ("mine.csv", ("text,label\n" + labelled_tsv(("pos", 20), ("neg", 20)).replace("\t", ",") + "a film,\xad\n").encode(),
+     r"^error: \S+mine\.csv:42: empty label \(it holds only U\+00AD, which shows nothing\)$"),
+    ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "\ufeff\u200d\tpos\n").encode(),
+     r"^error: \S+mine\.tsv:41: empty text \(it holds only U\+200D, U\+FEFF, which shows nothing\)$"),
+    ("mine.jsonl", jsonl_rows(40).replace("\n", "\u2028").encode(),
+     r"^error: \S+mine\.jsonl:1: not valid JSON \(Extra data\); it holds U\+2028, which ends a line for some "
+     r"readers, but JSON Lines end each record at \\n: put each record on a line of its own$"),
+    ("mine.jsonl", jsonl_rows(40).replace("\n", "\x85").encode(),
+     r"^error: \S+mine\.jsonl:1: not valid JSON \(Extra data\); it holds U\+0085"),
 ], ids=["utf-16", "latin-1", "jsonl with CR line ends", "label<TAB>text header", "a tab after every label",
         "a comma after every label", "a lone surrogate in a text", "a lone surrogate in a label", "utf-32",
         "utf-32 without a byte-order mark", "tsv by the csv module, a quote", "tsv by the csv module, a tab",
-        "tsv by the csv module, a line end", "tsv by pandas, every cell quoted"])
+        "tsv by the csv module, a line end", "tsv by pandas, every cell quoted", "a zero-width space as a label",
+        "a word joiner as a label", "a soft hyphen as a .csv label", "zero-width characters as a text",
+        "jsonl records joined by U+2028", "jsonl records joined by NEL"])
 def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_path, name, content, message):
     """Files whose bytes or layout are not what the reader takes: UTF-16 or Latin-1 bytes (the old
     line quoted Python's codec error, with no fix), a .jsonl whose lines end at \\r alone ("Extra
@@ -372,7 +387,10 @@ def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_pat
     one line naming the cause, before a run folder is made. The code before this one called UTF-32
     UTF-16 (whose iconv fix leads to the NUL bytes of UTF-32 without a byte-order mark, with a
     UTF-16 fix again), and read a .tsv as the csv module or pandas quote it with its quotes in the
-    texts and labels (a text holding a line end: "expected text<TAB>label")."""
+    texts and labels (a text holding a line end: "expected text<TAB>label"). It trained a label (or
+    a text) of characters that show nothing (a zero-width space, a word joiner, a soft hyphen:
+    str.strip() keeps them) as a class of its own, printed by predict as an empty column, and said
+    only "Extra data" of .jsonl records joined by U+2028 or NEL (a helper's attack)."""
     data = tmp_path / name
     data.write_bytes(content)
     with refusal(message):

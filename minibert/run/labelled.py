@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 import torch
 
 from ..files import parse_json, read_bytes, read_problem, repeated_key
-from ..text import lines_of, not_utf8, nul_bytes, one_line, other_break, pad_batch, plain_tokenizer
+from ..text import lines_of, not_utf8, nul_bytes, one_line, other_break, pad_batch, plain_tokenizer, shows_nothing
 
 
 class InputError(ValueError):
@@ -54,9 +54,8 @@ def read_split(path: str) -> list[tuple[str, str]]:
                         try:
                             r = parse_json(line)
                         except ValueError as e:
-                            cr = ("; its records end at \\r alone (a carriage return), but JSON Lines end each at \\n: "
-                                  "convert its line ends") if "\r" in line.strip() else ""
-                            raise InputError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)}){cr}") from None
+                            raise InputError(f"{path}:{n}: not valid JSON ({getattr(e, 'msg', e)}){_joined_records(line)}") \
+                                from None
                         if not isinstance(r, dict):
                             raise InputError(f"{path}:{n}: expected a JSON object with text and label")
                         twice = repeated_key(line)
@@ -88,11 +87,11 @@ def read_split(path: str) -> list[tuple[str, str]]:
     except UnicodeDecodeError as e:
         raise InputError(f"cannot read {path}: {not_utf8(e)}") from None
     for n, text, label in rows:
-        if not text.strip():
-            raise InputError(f"{path}:{n}: empty text")
-        if not label.strip():
+        if shows_nothing(text) is not None:
+            raise InputError(f"{path}:{n}: empty text{_hidden(text)}")
+        if shows_nothing(label) is not None:
             ends = " (the row ends with a tab after its last cell: remove that tab)" if "\t" in text else ""
-            raise InputError(f"{path}:{n}: empty label{ends}")
+            raise InputError(f"{path}:{n}: empty label{_hidden(label) or ends}")
     if not rows:
         raise InputError(f"{path} holds no examples")
     if not path.endswith((".csv", ".jsonl")):
@@ -299,6 +298,24 @@ def check_label_spellings(labels, where: str) -> None:
         if twins:  # labels that print alike are named by their code points (ascii)
             named = ", ".join(name(label) for label in twins[:-1]) + f" and {name(twins[-1])}"
             raise InputError(f"the labels {named} of {where} {why}: write one class one way")
+
+
+def _joined_records(line: str) -> str:
+    """For a .jsonl line that is no JSON: why it may hold several records (joined by \\r alone, or
+    by another character some readers end a line at), with the fix; "" otherwise."""
+    if "\r" in line.strip():
+        return ("; its records end at \\r alone (a carriage return), but JSON Lines end each at \\n: convert its "
+                "line ends")
+    if other_break(line):
+        return (f"; it holds {other_break(line)}, which ends a line for some readers, but JSON Lines end each record "
+                "at \\n: put each record on a line of its own")
+    return ""
+
+
+def _hidden(cell: str) -> str:
+    """For an empty text or label: " (it holds only U+200B, which shows nothing)", or ""."""
+    hidden = shows_nothing(cell)
+    return f" (it holds {hidden}, which shows nothing)" if hidden else ""
 
 
 def _visible(label: str) -> str:
