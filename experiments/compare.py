@@ -50,7 +50,7 @@ import torch
 from data.prepare import CACHE
 from experiments.harness import (Budget, Encoder, FineTuned, FrozenFeatures, PeakMemory, Split, Task, mean,
                                  median_time, std, token_counts)
-from minibert.files import no_folder, parse_json, read_bytes, try_lock, write_file
+from minibert.files import let_go_of, no_folder, parse_json, read_bytes, try_lock, write_file
 from minibert.run import die, os_problem, run_script
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
@@ -319,6 +319,7 @@ def subset(task: Task, encoders: list[Encoder], keep: list[int]) -> tuple[Task, 
 def quick_checkpoint(out: str) -> str:
     """--quick without --encoders: a bert-tiny pretrained for 20 steps by train_mlm.py (seconds)."""
     folder = os.path.join(out, "quick-mlm")
+    let_go_of(folder)  # this process's reads of an earlier quick checkpoint there are over: --overwrite may delete it
     cmd = [sys.executable, os.path.join(ROOT, "train_mlm.py"), *QUICK_PRETRAINING, "--out", folder,
            "--overwrite", "--no-progress", "--device", "cpu"]
     result = subprocess.run(cmd, capture_output=True, text=True)

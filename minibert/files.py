@@ -224,19 +224,38 @@ def read_held(folder: str) -> bool:
     return True
 
 
-def delete_unless_read(folder: str) -> bool:
-    """Delete `folder` unless another process holds it through `read_held` (False: left for now);
-    this process's own hold ends first (its commands run one after another: the read is over).
-    POSIX only; elsewhere it is deleted."""
-    with contextlib.suppress(KeyError, OSError):
-        os.close(_READ_HELD.pop(os.path.realpath(folder)))
+def let_go_of(folder: str) -> None:
+    """End this process's holds (`read_held`) on `folder` and the folders in it: its reads there are
+    over (its commands run one after another)."""
+    inside = os.path.join(os.path.realpath(folder), "")
+    for held in [path for path in _READ_HELD if os.path.join(path, "").startswith(inside)]:
+        with contextlib.suppress(OSError):
+            os.close(_READ_HELD.pop(held))
+
+
+def hold_for_deletion(folder: str) -> int | None:
+    """An exclusive hold on `folder` (a descriptor to close once it is deleted), or None while
+    another process holds it through `read_held`; this process's own hold ends first. A reader
+    that comes later waits for the deletion, then finds the folder gone. POSIX only; elsewhere
+    always a hold."""
+    let_go_of(folder)
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+    return fd
+
+
+def delete_unless_read(folder: str) -> bool:
+    """Delete `folder` unless another process holds it through `read_held` (False: left for now).
+    POSIX only; elsewhere it is deleted."""
+    fd = hold_for_deletion(folder)
+    if fd is None:
+        return False
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return False
         shutil.rmtree(folder)
         return True
     finally:

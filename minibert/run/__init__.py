@@ -67,11 +67,15 @@ def say_warnings() -> None:
 
 def die(msg: str):
     """Stop a script with one line on standard error: what is wrong and what to do. A message
-    of several lines (a strict-load listing, a path holding a newline) is joined into one. Held
-    warnings are not said: a refusal is the only line (an unknown config key matters once the
-    command runs, and is said then)."""
+    of several lines (a strict-load listing, a path holding a newline) is joined into one: by a
+    space after a line that ends in a colon or a full stop, else by "; ". Held warnings are not
+    said: a refusal is the only line (an unknown config key matters once the command runs, and is
+    said then)."""
     _HELD.clear()
-    sys.exit("error: " + "; ".join(line.strip() for line in str(msg).splitlines() if line.strip()))
+    said = ""
+    for line in (line.strip() for line in str(msg).splitlines() if line.strip()):
+        said += ("" if not said else " " if said.endswith((":", ".")) else "; ") + line
+    sys.exit("error: " + said)
 
 
 def first_line(error: BaseException, limit: int = 120) -> str:

@@ -14,7 +14,7 @@ import shutil
 import torch
 
 from ..checkpoint import DAMAGED
-from ..files import (delete_unless_read, fresh_folder, nearest_existing, no_folder, not_a_file, open_no_link, parse_json,
+from ..files import (delete_unless_read, fresh_folder, hold_for_deletion, nearest_existing, no_folder, not_a_file, open_no_link, parse_json,
                      read_bytes, read_held, remove_left_temporaries, repeated_key, sha256_of, try_lock, unlock, write_file)
 from ..text import lines_of
 from . import die, interrupted, say_warnings, write_advice
@@ -270,23 +270,46 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
         if found and overwrite:  # run.json last: a deletion cut short leaves a run that --overwrite still replaces
             _delete_old_run(out, flag)
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})
-    except OSError as e:
-        die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, f'run again, or choose another {flag}')}")
+    except BaseException as e:
+        lock.close()  # a claim that stops lets go of the folder at once, also in a process that goes on
+        if isinstance(e, OSError):
+            die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, f'run again, or choose another {flag}')}")
+        raise
     say_warnings()  # the run's checks are done: what was held is said now, before it works
     return lock
 
 
 def _delete_old_run(out: str, flag: str) -> None:
-    """--overwrite: everything `out` holds but the lock, run.json last. A Ctrl-C part-way says that
-    the old run is part-deleted and that --overwrite finishes it (not --resume, which would go on
-    with what is left of it)."""
+    """--overwrite: everything `out` holds but the lock, run.json last. A checkpoint another
+    command reads (files.read_held) stops it in one line before anything is deleted; the others
+    are held for the deletion, so a reader that comes meanwhile waits, then finds them gone. A
+    Ctrl-C part-way says that the old run is part-deleted and that --overwrite finishes it (not
+    --resume, which would go on with what is left of it)."""
+    held = []
     try:
+        for ckpt in checkpoint_folders(out):
+            fd = hold_for_deletion(ckpt)
+            if fd is None:
+                die(f"{flag} {out}: its checkpoint {ckpt} is being read by another command (fill-mask, fine-tuning "
+                    f"or the probes); --overwrite deletes nothing of it until that command ends: run again then")
+            held.append(fd)
         for name in sorted(set(os.listdir(out)) - {LOCK_FILE}, key=lambda name: name == RUN_FILE):
             path = os.path.join(out, name)
             shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
     except KeyboardInterrupt:
         interrupted(f"--overwrite was deleting the old run in {flag} {out}, and part of it is gone: run the command "
                     "again with --overwrite to finish replacing it")
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def checkpoint_folders(out: str) -> list[str]:
+    """Every folder in a run's checkpoints/ (not a link to one), whole or not."""
+    root = os.path.join(out, "checkpoints")
+    names = sorted(os.listdir(root)) if os.path.isdir(root) and not os.path.islink(root) else []
+    return [os.path.join(root, n) for n in names
+            if os.path.isdir(os.path.join(root, n)) and not os.path.islink(os.path.join(root, n))]
 
 
 def write_json(path: str, obj) -> None:
