@@ -835,6 +835,20 @@ def ctrl_c_as_a_terminal_gives_it():
         signal.signal(signal.SIGINT, before)
 
 
+def ctrl_c_at_the_rename_of(monkeypatch, name: str, when: str) -> None:
+    """A real SIGINT to this process just before or just after (`when`) a folder is renamed to `name`."""
+    rename = os.rename
+
+    def interrupted_rename(src, dst):
+        if os.path.basename(dst) == name and when == "before":
+            os.kill(os.getpid(), signal.SIGINT)
+        rename(src, dst)
+        if os.path.basename(dst) == name and when == "after":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "rename", interrupted_rename)
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path, corpus, capsys, monkeypatch, when):
     """Ctrl-C (a real SIGINT) lands while step 4's checkpoint is saved, just before or just after
@@ -842,17 +856,7 @@ def test_ctrl_c_during_a_save_names_the_checkpoint_on_disk(pretrained, tmp_path,
     step-000004, the newest checkpoint on disk. The old code, interrupted after the rename but
     before the run recorded it, named step-000002."""
     out = tmp_path / "run"
-    rename = os.rename
-
-    def interrupted_rename(src, dst):
-        at_step_4 = os.path.basename(dst) == "step-000004"
-        if at_step_4 and when == "before":
-            os.kill(os.getpid(), signal.SIGINT)
-        rename(src, dst)
-        if at_step_4 and when == "after":
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(os, "rename", interrupted_rename)
+    ctrl_c_at_the_rename_of(monkeypatch, "step-000004", when)
     with ctrl_c_as_a_terminal_gives_it(), pytest.raises(SystemExit) as e:
         train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "6", "--save-every", "2"))
     assert e.value.code == 130
@@ -869,17 +873,7 @@ def test_ctrl_c_during_the_last_save_finishes_the_run(pretrained, tmp_path, corp
     summary printed and written). The old code said "interrupted: ... --resume continues from it",
     and --resume then found nothing to train: summary.json was never written."""
     out = tmp_path / "run"
-    rename = os.rename
-
-    def interrupted_rename(src, dst):
-        last = os.path.basename(dst) == "step-000004"
-        if last and when == "before":
-            os.kill(os.getpid(), signal.SIGINT)
-        rename(src, dst)
-        if last and when == "after":
-            os.kill(os.getpid(), signal.SIGINT)
-
-    monkeypatch.setattr(os, "rename", interrupted_rename)
+    ctrl_c_at_the_rename_of(monkeypatch, "step-000004", when)
     with ctrl_c_as_a_terminal_gives_it():
         train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "4", "--save-every", "2"))
     assert "interrupted" not in capsys.readouterr().err
