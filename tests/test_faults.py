@@ -748,7 +748,8 @@ PIPES = {  # where a named pipe stands -> what the command must say (one line), 
     "run.json": r"^error: --out \S+: its run.json is a named pipe, not a file: remove it, then put ",
     "training_state.pt": r"step-000004 holds training_state.pt, a named pipe, not a file",
     "config.json": r"^error: cannot load --checkpoint \S+: cannot read \S+/config.json: it is a named pipe, not a file$",
-    "token cache": None,
+    "token cache": r"^error: the data cache \S+: \S+/tokens/train-\w+\.pt: a named pipe, not a file; it is not a plain "
+                   r"file: remove it$",
     "probes.json": None,
     "--corpus": r"--corpus \S+: a named pipe, not a file",
 }
@@ -759,8 +760,8 @@ def test_a_named_pipe_where_a_file_is_read_or_written_is_said_never_waited_on(pr
                                                                               where):
     """A named pipe (mkfifo) where a command reads or writes a file: opening one waits until
     another process opens its other end, which nobody does. Each is said in one line at once,
-    naming it (or, for the caches, replaced by the file made again; for probes.json, noted); the
-    old code waited for ever (here: the alarm), or named it missing."""
+    naming it (for probes.json, noted; a pipe in the token cache is never replaced by a write, which
+    replaces only a plain file or a link); the old code waited for ever (here: the alarm), or named it missing."""
     out, cache = copy_run(pretrained, tmp_path), tmp_path / "cache"
     shutil.copytree(pretrained / "cache", cache)
     args = pretrain_args(out, corpus, cache, "--resume", "--max-steps", "6")

@@ -271,7 +271,8 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
             _delete_old_run(out, flag)
         write_json(os.path.join(out, RUN_FILE), {"kind": kind})
     except BaseException as e:
-        lock.close()  # a claim that stops lets go of the folder at once, also in a process that goes on
+        with contextlib.suppress(OSError):  # its pid may not be written out: a full disk, a file-size limit
+            lock.close()  # a claim that stops lets go of the folder at once, also in a process that goes on
         if isinstance(e, OSError):
             die(f"cannot write to {flag} {out}: {e.strerror}; {write_advice(e, f'run again, or choose another {flag}')}")
         raise
