@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import math
 import os
+import sys
 import time
 
 import torch
@@ -442,6 +443,9 @@ def finish(run: Run, result: dict, unigram: tuple[str, float]) -> None:
     if run.world > 1:  # together: a process that leaves first would break its peer's connection
         dist.barrier()
         dist.destroy_process_group()
+        sys.stdout.flush()  # every file is written whole: leave without Python's exit, where gloo's
+        sys.stderr.flush()  # threads could still abort ("terminate called without an active exception")
+        os._exit(0)
 
 
 def report(s: dict, metrics_path: str) -> None:
