@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import math
 import os
-import sys
 import time
 
 import torch
@@ -47,7 +46,7 @@ from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase,
                                       default_short_seq_len, log, new_or_resumed_model, note_a_larger_vocabulary,
                                       nothing_to_train, phases, planned_short_steps, restore, save, short_global_size,
                                       start, stop, stop_on_numbers, training_state, warmup_length)
-from minibert.run.training import adamw, autocast, lr_factor, main_first
+from minibert.run.training import adamw, autocast, finish_together, lr_factor, main_first
 
 
 def parser() -> argparse.ArgumentParser:
@@ -200,8 +199,8 @@ def main(argv=None):
 def train(run: Run, model, step_model, optimizer, scheduler, scaler, masker, valid: dict) -> dict:
     """Steps run.start + 1 to --max-steps: the step's seeded global batch from its phase, masked on
     the device, one train_step, the log line; every --eval-every steps a validation, every
-    --save-every a checkpoint (the last step's is saved by main). Returns the last validation numbers and the token count and times
-    (validation and checkpoints are kept out of tokens/s)."""
+    --save-every a checkpoint (the last step's is saved by main). Returns the last validation
+    numbers and the token count and times (validation and checkpoints are kept out of tokens/s)."""
     args, device, vocab = run.args, run.device, run.vocab
     plan = phases(run)
     # the replacement pool is checked once here; every step then masks without reading a value back
@@ -440,12 +439,8 @@ def finish(run: Run, result: dict, unigram: tuple[str, float]) -> None:
         report(summary, run.metrics_path)
     if run.lock:
         run.lock.close()  # releases --out for the next process
-    if run.world > 1:  # together: a process that leaves first would break its peer's connection
-        dist.barrier()
-        dist.destroy_process_group()
-        sys.stdout.flush()  # every file is written whole: leave without Python's exit, where gloo's
-        sys.stderr.flush()  # threads could still abort ("terminate called without an active exception")
-        os._exit(0)
+    if run.world > 1:
+        finish_together()
 
 
 def report(s: dict, metrics_path: str) -> None:

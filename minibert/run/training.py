@@ -153,6 +153,18 @@ def main_first(work, rank: int, world: int):
     return result
 
 
+def finish_together():
+    """End every process of a finished run at once: together (a process that leaves first would
+    break its peer's connection), out of the process group, then without Python's exit, where
+    gloo's threads could still abort ("terminate called without an active exception"); every
+    file is written whole by then."""
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def stop_together(stopped: SystemExit):
     """Stop every process of a run at once. The process with a line to say says it first, before
     any process exits: torchrun ends the others as soon as one has exited, which could cut that
