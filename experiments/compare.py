@@ -540,16 +540,20 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, dict]:
     return args, s
 
 
-def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]]:
-    """The labelled splits of the study and its encoders (--encoders, or the study's default)."""
+def load_task(args, s: dict) -> Task:
+    """The labelled splits of the study, with --budgets checked against its training split."""
+    if args.study != "pretraining":
+        return Task.load(s["n_train"], s["n_valid"], s["n_test"])
+    big = 10 ** 9  # every row of the split
+    task = Task.load(big, s["n_valid"] or big, s["n_test"] or big)
+    if any(b is not None and b > len(task.train.texts) for b in s["budgets"]):
+        die(f"--budgets: the training split holds {len(task.train.texts):,} sentences; use `all` for all of them")
+    return task
+
+
+def load_encoders(args, task: Task, out: str) -> list[Encoder]:
+    """The study's encoders: --encoders, or the study's default."""
     pretraining = args.study == "pretraining"
-    if pretraining:
-        big = 10 ** 9  # every row of the split
-        task = Task.load(big, s["n_valid"] or big, s["n_test"] or big)
-        if any(b is not None and b > len(task.train.texts) for b in s["budgets"]):
-            die(f"--budgets: the training split holds {len(task.train.texts):,} sentences; use `all` for all of them")
-    else:
-        task = Task.load(s["n_train"], s["n_valid"], s["n_test"])
     specs = args.encoders
     if specs is None and pretraining:  # --quick pretrains its checkpoint here, after every check of the flags
         ckpt = quick_checkpoint(out) if args.quick else "runs/mlm-en"
@@ -560,7 +564,7 @@ def load_task_and_encoders(args, s: dict, out: str) -> tuple[Task, list[Encoder]
     encoders = [Encoder.open(e.strip(), task) for e in specs.split(",") if e.strip()]
     if not encoders:
         die("--encoders names no encoder")
-    return task, encoders
+    return encoders
 
 
 def check_no_comma_in_a_folder(specs: str) -> None:
@@ -648,8 +652,9 @@ def main(argv=None):
     # load where the folder is there already or --quick pretrains its checkpoint into it, else once they have
     # loaded (refused encoders leave no folder behind)
     pretrains_here = pretraining and args.quick and args.encoders is None
+    task = load_task(args, s)
     lock = study_lock(args, out) if pretrains_here or os.path.isfile(os.path.join(out, LOCK_FILE)) else None
-    task, encoders = load_task_and_encoders(args, s, out)
+    encoders = load_encoders(args, task, out)
     lock = lock or study_lock(args, out)
     seeds = list(range(s["seeds"]))
     t0 = time.time()

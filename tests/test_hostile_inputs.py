@@ -1115,7 +1115,8 @@ def test_a_study_whose_results_cannot_be_written_is_one_line(monkeypatch, tmp_pa
     from experiments import compare
     task = SimpleNamespace(train=SimpleNamespace(texts=["a"] * 4), valid=SimpleNamespace(texts=["a"] * 2),
                            test=SimpleNamespace(texts=["a"] * 2))
-    monkeypatch.setattr(compare, "load_task_and_encoders", lambda args, s, out: (task, []))
+    monkeypatch.setattr(compare, "load_task", lambda args, s: task)
+    monkeypatch.setattr(compare, "load_encoders", lambda args, task, out: [])
     monkeypatch.setitem(compare.STUDIES, "methods", lambda *args: ([{"row": 1}], []))
 
     def too_large(path, obj):
