@@ -25,7 +25,7 @@ from minibert.run import die, run_script
 from minibert.run.flags import Parser, utf8_text
 from minibert.run.folders import inside_a_runs_folder, no_checkpoint_folder, resolve_checkpoint, said_for_its_run
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, picture_problem, pyplot, table
-from minibert.text import plain_tokenizer
+from minibert.text import plain_tokenizer, shows_nothing
 
 TEXT = "the story is simple and the ending is easy to guess ."
 NEXT = "but the actors make it worth watching ."
@@ -52,8 +52,8 @@ def attention(model, tokenizer, text: str, following: str, source: str) -> tuple
     plain = plain_tokenizer(tokenizer)
     enc = plain.encode(text, following)
     a, b = (plain.encode(t, add_special_tokens=False).ids for t in (text, following))
-    for flag, pieces in (("--text", a), ("--next", b)):
-        if not pieces:  # zero-width or control characters only: BERT's normalizer drops them
+    for flag, given, pieces in (("--text", text, a), ("--next", following, b)):
+        if not pieces or shows_nothing(given) is not None:  # BERT's normalizer drops them, or reads [UNK]
             die(f"{flag} holds nothing the tokenizer reads (only invisible or control characters)")
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     if enc.ids != [cls, *a, sep, *b, sep] or enc.type_ids != [0] * (len(a) + 2) + [1] * (len(b) + 1):

@@ -56,7 +56,7 @@ from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, FRACTION, HELD_OUT_SHARE
 from minibert.run.labelled import (InputError, batch_of, batches, check_known_labels, check_label_spellings, encode,
                                    read_split, scores, seen_in_training, split_files, split_rows, token_ids)
 from minibert.run.training import pick_device, use_tf32
-from minibert.text import one_line
+from minibert.text import one_line, shows_nothing
 
 RECIPE = Recipe()  # make run's recipe, picked on validation (minibert.run.finetuning.Recipe)
 DEFAULT_LR = {"full": RECIPE.lr, "frozen": 1e-3, "lora": 1e-3}
@@ -426,9 +426,10 @@ def predict(args):
         die("no text to label (one sentence per line, from --file or standard input)")
     args.max_length = checked_max_length(args.max_length, model.config)
     data = {"ids": token_ids(tokenizer, texts, args.max_length), "labels": torch.zeros(len(texts), dtype=torch.long)}
-    blank = next((n for n, row in enumerate(data["ids"], 1) if len(row) <= 2), None)  # [CLS] [SEP] alone
-    if blank is not None:  # as training refuses it: no label is printed for a text the model never sees
-        die(f"{args.file or 'standard input'}: sentence {blank:,} ({texts[blank - 1]!r}) holds nothing the "
+    blank = next((n for n, (text, row) in enumerate(zip(texts, data["ids"]), 1)  # [CLS] [SEP] alone, or [UNK]
+                  if len(row) <= 2 or shows_nothing(text) is not None), None)      # for a Hangul filler
+    if blank is not None:  # as training refuses it: no label is printed for a text that shows nothing
+        die(f"{args.file or 'standard input'}: sentence {blank:,} ({ascii(texts[blank - 1])}) holds nothing the "
             "tokenizer reads (only invisible or control characters); remove it")
     id2label, lines = model.config.id2label, []
     hidden = []  # each batch's last hidden state (B, T, C), as the encoder gives it to the head

@@ -86,7 +86,7 @@ def _label_table(id2label) -> dict[int, str]:
         raise ValueError(f"BertConfig.id2label keys must be 0..N-1, got {sorted(map(str, id2label))}")
     blank = [k for k, v in id2label.items() if v is None or shows_nothing(str(v)) is not None]
     if blank:  # predict would print it as the label
-        raise ValueError(f"BertConfig.id2label gives id {blank[0]} no label ({id2label[blank[0]]!r})")
+        raise ValueError(f"BertConfig.id2label gives id {blank[0]} no label ({ascii(id2label[blank[0]])})")
     if len(set(table.values())) < len(table):
         twice = next(v for v in table.values() if list(table.values()).count(v) > 1)
         raise ValueError(f"BertConfig.id2label names two classes {twice!r}: each class needs its own label")

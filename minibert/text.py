@@ -62,12 +62,27 @@ def other_break(text: str) -> str | None:
     return None if found is None else f"U+{ord(found):04X}"
 
 
+# characters that show nothing though they are neither white space nor of category Cf or Cc: the
+# combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian free variation selectors,
+# the blank braille pattern, variation selectors (also U+E0100-E01EF, among the tags)
+_BLANK_RANGES = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x2800, 0x2800),
+                 (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0000, 0xE0FFF))
+
+
+def invisible(c: str) -> bool:
+    """Whether the character `c` shows nothing and is not white space: a format character (Unicode
+    category Cf: zero-width spaces and joiners, soft hyphens, a byte-order mark), a control
+    character (Cc), or one of _BLANK_RANGES (a variation selector, a Hangul filler, ...)."""
+    point = ord(c)
+    return (not c.isspace() and unicodedata.category(c) in ("Cf", "Cc")) or any(
+        lo <= point <= hi for lo, hi in _BLANK_RANGES)
+
+
 def shows_nothing(text: str) -> str | None:
     """Why `text` shows nothing although it is not empty, for a message ("only U+200B"): it holds
-    only white space, format characters (Unicode category Cf: zero-width spaces and joiners, soft
-    hyphens, a byte-order mark) and control characters (Cc), which str.strip() keeps and BERT's
-    normalizer drops; "" when it is empty or white space; None when something shows."""
-    if any(not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc") for c in text):
+    only white space and `invisible` characters, which str.strip() keeps (and BERT's normalizer drops
+    or reads as [UNK]); "" when it is empty or white space; None when something shows."""
+    if any(not c.isspace() and not invisible(c) for c in text):
         return None
     hidden = sorted({f"U+{ord(c):04X}" for c in text if not c.isspace()})
     return f"only {', '.join(hidden)}" if hidden else ""

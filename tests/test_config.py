@@ -229,6 +229,7 @@ def test_a_config_dtype_other_than_float32_is_said_and_computed_in_float32(key, 
     ({"id2label": {"0": None, "1": "pos"}}, r"id2label gives id 0 no label \(None\)"),
     ({"id2label": {"0": " ", "1": "pos"}}, r"id2label gives id 0 no label"),
     ({"id2label": {"0": "\u200b", "1": "pos"}}, r"id2label gives id 0 no label \('\\u200b'\)"),
+    ({"id2label": {"0": "neg", "1": "\ufe0f\u3164"}}, r"id2label gives id 1 no label \('\\ufe0f\\u3164'\)"),
     ({"id2label": {"0": "pos", "1": "pos"}}, r"id2label names two classes 'pos'"),
     ({"id2label": {"0": "neg", "1": "pos"}, "num_labels": 3}, r"num_labels 3 disagrees with id2label's 2 labels"),
     ({"num_labels": "two"}, r"num_labels must be a count of classes"),
@@ -239,12 +240,14 @@ def test_a_config_dtype_other_than_float32_is_said_and_computed_in_float32(key, 
     ({"id2label": {"0": "neg", "1": "pos"}, "label2id": {"a": 0, "b": 1}}, r"label2id \(.*\) is neither the inverse"),
     ({"id2label": {"0": "neg", "1": "pos"}, "label2id": {"neg": 0}}, r"label2id \(.*\) is neither the inverse"),
     ({"id2label": {"0": "neg", "1": "pos"}, "label2id": ["neg", "pos"]}, r"label2id \(.*\) is neither the inverse"),
-], ids=["null-label", "blank-label", "zero-width-space-label", "two-classes-one-name", "num-labels-disagrees",
+], ids=["null-label", "blank-label", "zero-width-space-label", "variation-selector-and-filler-label",
+        "two-classes-one-name", "num-labels-disagrees",
         "num-labels-not-a-count", "label2id-swapped", "label2id-not-an-id", "label2id-other-names",
         "label2id-a-label-missing", "label2id-not-a-table"])
 def test_a_label_table_that_cannot_name_each_class_once_is_refused(change, message):
     """predict prints id2label's names: a null or blank one printed None or nothing (a zero-width
-    space, which str.strip() keeps, too: the code before this one read it), two classes of
+    space, which str.strip() keeps, too, or a variation selector and a Hangul filler: the code
+    before this one read them), two classes of
     one name could not be told apart, and a num_labels that contradicts id2label was read
     silently (and called unknown), and a label2id that is not id2label's inverse (another id for
     a class, other names, a class missing) was not read at all: each a ValueError naming the key."""

@@ -1217,11 +1217,12 @@ def test_a_classifier_folder_is_read_as_transformers_reads_it_or_refused(base, t
     assert abs(float(probability) - float(p[k])) <= 1e-4 / 2 + 1e-6  # printed to 4 places; float32 noise ~1e-7
 
 
-@pytest.mark.parametrize("case", ["pair-swapped", "invisible-text", "overflow-after-attention",
+@pytest.mark.parametrize("case", ["pair-swapped", "invisible-text", "hangul-filler-text", "overflow-after-attention",
                                   "overflow-in-the-second-of-two"])
 def test_attention_draws_only_berts_pair_and_finite_numbers(base, tmp_path, case):
     """attention.py on a tokenizer whose pair template puts the next text first (the old code drew
-    --next as segment A, unsaid), on a --text of zero-width spaces (an empty segment A, drawn), and
+    --next as segment A, unsaid), on a --text of zero-width spaces (an empty segment A, drawn) or
+    of a Hangul filler (read as [UNK] alone: drawn), and
     on a checkpoint whose intermediate layer overflows float32 after the attention (its maps are
     finite, its output is not: the old code drew it; every other command refuses it). Given after
     a good checkpoint, the one that overflows is named (the old line did not say which)."""
@@ -1238,8 +1239,9 @@ def test_attention_draws_only_berts_pair_and_finite_numbers(base, tmp_path, case
         sequences[0]["Sequence"]["id"], sequences[1]["Sequence"]["id"] = "B", "A"
         (ckpt / "tokenizer.json").write_text(json.dumps(tok))
         pattern = r"does not frame a pair as BERT's input"
-    elif case == "invisible-text":
-        text, pattern = "\u200b\u200b", r"^error: --text holds nothing the tokenizer reads"
+    elif case in ("invisible-text", "hangul-filler-text"):
+        text = "\u200b\u200b" if case == "invisible-text" else "\u3164"
+        pattern = r"^error: --text holds nothing the tokenizer reads"
     else:
         rewrite_file(ckpt, lambda t: {k: v * 1e30 if "intermediate.dense.weight" in k else v for k, v in t.items()})
         pattern = rf"^error: --checkpoint {re.escape(str(ckpt))}: the model computes numbers that are not finite"

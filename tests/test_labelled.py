@@ -257,6 +257,8 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
      r"^error: the labels 'cafe\\u0301' and 'caf\\xe9' of --data \S+ differ only in how their characters are encoded"),
     ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("food\u200b", 3)), [],
      r"^error: the labels 'food' and 'food\\u200b' of --data \S+ differ only in how their characters are encoded"),
+    ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("food\ufe0f\u180b", 3)), [],
+     r"^error: the labels 'food' and 'food\\ufe0f\\u180b' of --data \S+ differ only in how their characters are"),
     ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("\uff46\uff4f\uff4f\uff44", 3)), [],
      r"^error: the labels 'food' and '\\uff46\\uff4f\\uff4f\\uff44' of --data \S+ differ only in how"),
     ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ('"food"', 3)), [],
@@ -284,14 +286,15 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
     ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)), ["--valid-fraction", "0.9"],
      r"^error: --valid-fraction \+ --test-fraction must be below 1.*0\.9 \+ 0\.1"),
 ], ids=["a few case variants beside a big label", "True beside true", "1.0 beside 1", "01 beside 1",
-        "an accent decomposed beside composed", "a zero-width space", "full-width letters", "quoted",
+        "an accent decomposed beside composed", "a zero-width space", "a variation selector", "full-width letters",
+        "quoted",
         "typographic quotes", "two spaces", "a cyrillic o", "greek capitals", "a header of other names", "a header of three columns", "three columns",
         "jsonl header record",
         "a fraction with no such file", "fractions summing to 1", "a valid fraction summing to 1 with the default test"])
 def test_finetune_names_the_real_cause_before_counting_rows(setup, tmp_path, name, content, flags, message):
     """finetune.py on one --data file (or none): the cause of the refusal, not what it leads to.
     A label written two ways (in case, in Unicode's encoding of what prints alike: é composed or as
-    e + U+0301, a zero-width space, full-width letters; or as one number: '1', '1.0', '01'),
+    e + U+0301, a zero-width space, a variation selector, full-width letters; or as one number: '1', '1.0', '01'),
     named by its code points where it prints alike, and a .jsonl header record are named before
     each label's rows are counted; a missing file is said missing, with a fraction or without;
     held-out fractions that leave nothing to train on are a flag error (exit 2). (The old code said "label 'POS' has 1 distinct text(s), too few to hold out ...;
@@ -366,17 +369,26 @@ def jsonl_rows(n: int, last: str = "") -> str:
      r"^error: \S+mine\.csv:42: empty label \(it holds only U\+00AD, which shows nothing\)$"),
     ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "\ufeff\u200d\tpos\n").encode(),
      r"^error: \S+mine\.tsv:41: empty text \(it holds only U\+200D, U\+FEFF, which shows nothing\)$"),
+    ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "a film\t\u3164\n").encode(),
+     r"^error: \S+mine\.tsv:41: empty label \(it holds only U\+3164, which shows nothing\)$"),
+    ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "\u2800 \ufe0f\U000e0100\u034f\tpos\n").encode(),
+     r"^error: \S+mine\.tsv:41: empty text \(it holds only U\+034F, U\+2800, U\+E0100, U\+FE0F, which shows "
+     r"nothing\)$"),
     ("mine.jsonl", jsonl_rows(40).replace("\n", "\u2028").encode(),
      r"^error: \S+mine\.jsonl:1: not valid JSON \(Extra data\); it holds U\+2028, which ends a line for some "
      r"readers, but JSON Lines end each record at \\n: put each record on a line of its own$"),
     ("mine.jsonl", jsonl_rows(40).replace("\n", "\x85").encode(),
      r"^error: \S+mine\.jsonl:1: not valid JSON \(Extra data\); it holds U\+0085"),
+    ("mine.jsonl", jsonl_rows(40).replace("\n", "\u2028\n").encode(),
+     r"^error: \S+mine\.jsonl:1: not valid JSON \(Extra data\); it holds U\+2028 outside its record, which JSON "
+     r"does not read as white space: remove it$"),
 ], ids=["utf-16", "latin-1", "jsonl with CR line ends", "label<TAB>text header", "a tab after every label",
         "a comma after every label", "a lone surrogate in a text", "a lone surrogate in a label", "utf-32",
         "utf-32 without a byte-order mark", "tsv by the csv module, a quote", "tsv by the csv module, a tab",
         "tsv by the csv module, a line end", "tsv by pandas, every cell quoted", "a zero-width space as a label",
         "a word joiner as a label", "a soft hyphen as a .csv label", "zero-width characters as a text",
-        "jsonl records joined by U+2028", "jsonl records joined by NEL"])
+        "a Hangul filler as a label", "a braille blank and variation selectors as a text",
+        "jsonl records joined by U+2028", "jsonl records joined by NEL", "jsonl records each followed by U+2028"])
 def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_path, name, content, message):
     """Files whose bytes or layout are not what the reader takes: UTF-16 or Latin-1 bytes (the old
     line quoted Python's codec error, with no fix), a .jsonl whose lines end at \\r alone ("Extra
@@ -390,7 +402,8 @@ def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_pat
     texts and labels (a text holding a line end: "expected text<TAB>label"). It trained a label (or
     a text) of characters that show nothing (a zero-width space, a word joiner, a soft hyphen:
     str.strip() keeps them) as a class of its own, printed by predict as an empty column, and said
-    only "Extra data" of .jsonl records joined by U+2028 or NEL (a helper's attack)."""
+    only "Extra data" of .jsonl records joined by U+2028 or NEL (a helper's attack); of records each
+    on its own line but followed by a U+2028 it said to put each on a line of its own, which they were."""
     data = tmp_path / name
     data.write_bytes(content)
     with refusal(message):

@@ -11,13 +11,15 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import unicodedata
 from decimal import Decimal, InvalidOperation
 
 import torch
 
 from ..files import parse_json, read_bytes, read_problem, repeated_key
-from ..text import lines_of, not_utf8, nul_bytes, one_line, other_break, pad_batch, plain_tokenizer, shows_nothing
+from ..text import (OTHER_BREAKS, invisible, lines_of, not_utf8, nul_bytes, one_line, other_break, pad_batch,
+                    plain_tokenizer, shows_nothing)
 
 
 class InputError(ValueError):
@@ -306,10 +308,25 @@ def _joined_records(line: str) -> str:
     if "\r" in line.strip():
         return ("; its records end at \\r alone (a carriage return), but JSON Lines end each at \\n: convert its "
                 "line ends")
-    if other_break(line):
-        return (f"; it holds {other_break(line)}, which ends a line for some readers, but JSON Lines end each record "
-                "at \\n: put each record on a line of its own")
+    found = other_break(line)
+    if found is None:
+        return ""
+    pieces = [piece for piece in re.split(f"[{OTHER_BREAKS}]", line) if piece.strip()]
+    if len(pieces) > 1 and all(_is_json(piece) for piece in pieces):
+        return (f"; it holds {found}, which ends a line for some readers, but JSON Lines end each record at \\n: put "
+                "each record on a line of its own")
+    if len(pieces) == 1 and _is_json(pieces[0]):
+        return f"; it holds {found} outside its record, which JSON does not read as white space: remove it"
     return ""
+
+
+def _is_json(text: str) -> bool:
+    """Whether `text` parses as JSON."""
+    try:
+        parse_json(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _hidden(cell: str) -> str:
@@ -319,12 +336,10 @@ def _hidden(cell: str) -> str:
 
 
 def _visible(label: str) -> str:
-    """`label` as it reads: NFKC's compatibility form (é composed, ｆ as f), without format characters
-    (Unicode category Cf: zero-width spaces and joiners, a byte-order mark), control characters
-    other than white space (Cc: U+0001, DEL, U+009F, which BERT's normalizer drops too) and U+FFFD,
-    case folded."""
-    return "".join(c for c in unicodedata.normalize("NFKC", label) if c.isspace() or (
-        unicodedata.category(c) not in ("Cf", "Cc") and c != "\ufffd")).casefold()
+    """`label` as it reads: NFKC's compatibility form (é composed, ｆ as f), without `invisible`
+    characters (zero-width spaces, control characters other than white space, variation selectors,
+    Hangul fillers, ...) and U+FFFD, case folded."""
+    return "".join(c for c in unicodedata.normalize("NFKC", label) if not invisible(c) and c != "\ufffd").casefold()
 
 
 _QUOTES = "\"'`\u2018\u2019\u201c\u201d\u00ab\u00bb"  # straight, typographic and angle quotes
@@ -403,7 +418,7 @@ def encode(tokenizer, rows, label_ids: dict[str, int], max_length: int, path: st
     ids = token_ids(tokenizer, [t for t, _ in rows], max_length)
     blank = next((text for (text, _), row in zip(rows, ids) if len(row) <= 2), None)  # [CLS] [SEP] alone
     if blank is not None:
-        raise InputError(f"{path}: the text {blank!r} holds nothing the tokenizer reads (only invisible or control "
+        raise InputError(f"{path}: the text {ascii(blank)} holds nothing the tokenizer reads (only invisible or control "
                          "characters): remove it")
     return {"ids": ids, "labels": torch.tensor([label_ids[y] for _, y in rows])}
 
