@@ -574,7 +574,7 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: di
     so that the two libraries read a text alike; a CheckpointError naming the disagreement
     otherwise (minibert reads tokenizer.json):
     - tokenizer_config.json or special_tokens_map.json naming a special token minibert reads by
-      name ([CLS], [SEP], [MASK], [PAD], the unknown-word token) as another, or making special a
+      name ([CLS], [SEP], [MASK], [PAD], the unknown-word token) as another or as none (null), or making special a
       token tokenizer.json does not hold as an added token (_check_no_other_special_tokens);
     - a tokenizer_class other than BertTokenizer and the generic fast tokenizer (transformers builds
       that class's own pipeline), named by tokenizer_config.json or, where that names none, by
@@ -599,6 +599,10 @@ def _check_read_as_transformers_reads(path: str, file: str, tokenizer, state: di
     for name, settings in given.items():
         for key, expected in {**SPECIAL_TOKEN_KEYS, "unk_token": unk}.items():
             named = _token_name(settings.get(key)) if settings else None
+            if settings and key in settings and not isinstance(named, str):  # null: transformers goes without it
+                raise CheckpointError(f"{files[name]} gives {key} {json.dumps(settings[key])}, which names no token: "
+                                      f"transformers then goes without one, while {file} reads {expected} as it: give "
+                                      f"{json.dumps(expected)}, or remove {key}")
             if isinstance(named, str) and named != expected:
                 raise CheckpointError(f"{files[name]} names {key} {named!r}, but {file} reads {expected} as it; "
                                       "transformers follows the first, minibert the second: remove the one that is wrong")

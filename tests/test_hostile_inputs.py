@@ -460,6 +460,27 @@ def test_tokenizer_files_that_make_transformers_read_otherwise_are_refused(base,
     assert code == 1 and err.count("\n") == 1 and said in err, err
 
 
+@pytest.mark.parametrize("file,key", [("tokenizer_config.json", "unk_token"), ("tokenizer_config.json", "cls_token"),
+                                      ("tokenizer_config.json", "pad_token"), ("special_tokens_map.json", "sep_token"),
+                                      ("special_tokens_map.json", "mask_token")])
+def test_a_special_token_given_as_null_is_refused(base, tmp_path, file, key):
+    """tokenizer_config.json (with BertTokenizer's settings) or special_tokens_map.json giving one
+    of the special tokens minibert reads by name as null: transformers then goes without that
+    token (its unk_token_id, cls_token_id ... is None: with no unknown-word token its WordPiece
+    fails on a word it cannot spell, with no padding token it cannot pad a batch), while
+    tokenizer.json, which minibert reads, holds it. The old code skipped a value that is no string
+    and read the folder. Refused in one line naming the file, the key and the fix."""
+    import transformers
+    ckpt = copy(base, "pre", tmp_path) / "checkpoints" / "step-000002"
+    bert_tokenizer_folder(ckpt, {key: None} if file == "tokenizer_config.json" else {})
+    if file == "special_tokens_map.json":
+        (ckpt / file).write_text(json.dumps({key: None}))
+    assert getattr(transformers.AutoTokenizer.from_pretrained(ckpt), f"{key}_id") is None
+    code, out, err = script("fill_mask.py", "--checkpoint", str(ckpt), "the [MASK] .")
+    assert code == 1 and err.count("\n") == 1, err
+    assert f"{file} gives {key} null, which names no token: transformers then goes without one, while" in err, err
+
+
 def test_a_tokenizer_set_to_truncate_or_pad_does_not_change_a_word_vector(setup):
     """A tokenizer.json saved with truncation at 4 tokens and padding to 100 (more than the
     model's positions): polysemy's word vectors are those of the plain tokenizer, not NaN (the
