@@ -362,6 +362,13 @@ def load_state(model: torch.nn.Module, state: dict[str, torch.Tensor], source: s
     if not_float:  # integers or booleans would be cast to floats and computed with, silently
         raise CheckpointError(f"{source} holds weights that are not floating-point numbers: {', '.join(not_float[:3])}"
                               f"{' ...' if len(not_float) > 3 else ''}; {DAMAGED}")
+    held = state.get("classifier.weight")
+    if mismatched and all(m.startswith("classifier.") for m in mismatched) and held is not None and held.dim() == 2 \
+            and held.shape[0] != len(model.config.id2label):  # config.json edited, or of another run
+        raise CheckpointError(f"{source}: its config.json gives {len(model.config.id2label)} classes (num_labels, "
+                              f"id2label), but its classifier.weight {tuple(held.shape)} scores {held.shape[0]}: give "
+                              f"config.json the num_labels and id2label of the {held.shape[0]} classes it was "
+                              "fine-tuned on")
     if missing or unexpected or mismatched:
         parts = [(t, x) for t, x in (("missing from the checkpoint", missing),
                                      ("unexpected in the checkpoint", unexpected),

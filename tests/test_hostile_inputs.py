@@ -1167,6 +1167,25 @@ def test_a_head_minibert_does_not_have_is_refused_by_its_name(base, tmp_path, po
         finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "in.txt")])
 
 
+@pytest.mark.parametrize("edit", [{"num_labels": 5}, {"id2label": {"0": "neg", "1": "pos", "2": "mixed"}}],
+                         ids=["num-labels-5", "three-labels"])
+def test_a_classifier_whose_label_count_was_edited_names_it(base, tmp_path, edit):
+    """A fine-tuned classifier (2 classes) whose config.json was edited to give 5 classes by
+    num_labels, or 3 by id2label (each key of the pair left out, so the config itself is
+    consistent): its classifier.weight scores 2. The old line listed two shape mismatches and
+    named neither the cause nor the fix; it names both now, in one line."""
+    best = copy(base, "cls", tmp_path) / "best"
+    config = {k: v for k, v in json.loads((best / "config.json").read_text()).items()
+              if k not in ("num_labels", "id2label", "label2id")}
+    (best / "config.json").write_text(json.dumps({**config, **edit}))
+    (tmp_path / "in.txt").write_text("a good film\n")
+    n = edit.get("num_labels") or len(edit["id2label"])
+    with refusal(rf"^error: cannot load --model \S+best: \S+best: its config.json gives {n} classes \(num_labels, "
+                 rf"id2label\), but its classifier.weight \(2, \d+\) scores 2: give config.json the num_labels and "
+                 r"id2label of the 2 classes it was fine-tuned on$"):
+        finetune.main(["predict", "--model", str(best), "--file", str(tmp_path / "in.txt")])
+
+
 @pytest.mark.parametrize("command", ["fill-mask", "predict"])
 def test_a_bin_pickled_bare_is_one_line_through_the_command(base, tmp_path, command):
     """fill_mask.py and predict, each in a process of its own, on a folder whose weights are a
