@@ -572,22 +572,27 @@ def test_a_checkpoint_another_command_reads_is_not_pruned_under_it(pretrained, t
     assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000010"]
 
 
-def test_overwrite_deletes_nothing_of_a_run_whose_checkpoint_another_command_reads(pretrained, tmp_path, corpus):
-    """A command given a pretraining run (resolve_checkpoint in another process, as fill_mask.py and
-    finetune.py call it) holds its newest checkpoint while it runs. `--overwrite` of the run then
-    stops in one line naming that checkpoint, before anything is deleted (the code before this one
-    deleted the whole run under the reader: a helper's attack saw a study stop in a traceback when
-    a second study replaced the checkpoint it was reading); once the reader has ended, it replaces
-    the run."""
+@pytest.mark.parametrize("given", ["the-run", "a-link-to-its-checkpoint"])
+def test_overwrite_deletes_nothing_of_a_run_whose_checkpoint_another_command_reads(pretrained, tmp_path, corpus, given):
+    """A command given a pretraining run, or a symbolic link to its checkpoint (resolve_checkpoint
+    in another process, as fill_mask.py and finetune.py call it), holds that checkpoint while it
+    runs. `--overwrite` of the run then stops in one line naming that checkpoint, before anything
+    is deleted (the code before this one deleted the whole run under the reader: a helper's attack
+    saw a study stop in a traceback when a second study replaced the checkpoint it was reading; and
+    the code before this one held no checkpoint read through a link); once the reader has ended,
+    it replaces the run."""
     out = copy_run(pretrained, tmp_path)
     before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file() and p.name != LOCK_FILE}
     hold = "import sys; from minibert.run.folders import resolve_checkpoint; print(resolve_checkpoint(sys.argv[1]))"
     hold += "; sys.stdout.flush(); input()"
-    reader = subprocess.Popen([sys.executable, "-c", hold, str(out)], cwd=conftest.REPO, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": conftest.REPO})
     step = out / "checkpoints" / "step-000004"
+    read = out if given == "the-run" else tmp_path / "link"
+    if given != "the-run":
+        read.symlink_to(step)
+    reader = subprocess.Popen([sys.executable, "-c", hold, str(read)], cwd=conftest.REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": conftest.REPO})
     try:
-        assert reader.stdout.readline().strip() == str(step)
+        assert reader.stdout.readline().strip() == str(step if given == "the-run" else read)
         with refusal(rf"--out {re.escape(str(out))}: its checkpoint {re.escape(str(step))} is being read by another "
                      r"command .*: run again then$"):
             train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--overwrite", "--max-steps", "2"))

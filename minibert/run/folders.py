@@ -392,9 +392,13 @@ def resolve_checkpoint(path: str) -> str:
 
 
 def _pretraining_run_of(folder: str) -> str | None:
-    """The pretraining run whose checkpoints/ holds `folder`, or None."""
-    run = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
-    return run if run_kind(run) == "pretraining" else None
+    """The pretraining run whose checkpoints/ holds `folder` (as given, or where the symbolic links
+    it is given through lead), or None."""
+    for here in dict.fromkeys((os.path.abspath(folder), os.path.realpath(folder))):
+        run = os.path.dirname(os.path.dirname(here))
+        if run_kind(run) == "pretraining":
+            return run
+    return None
 
 
 def no_checkpoint_folder(path: str) -> str:
