@@ -56,7 +56,8 @@ from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, best, majority_class
 from minibert.run.finetuning import Recipe
 from minibert.run.flags import AT_LEAST_1, Parser, add_device, check_ranges
-from minibert.run.folders import LOCK_FILE, open_lock_file, run_kind, the_run_it_is_or_is_in, write_json
+from minibert.run.folders import (LOCK_FILE, lock_pid, open_lock_file, run_kind, the_run_it_is_or_is_in, write_json,
+                                  write_lock)
 from minibert.run.labelled import label_subsets, scores
 from minibert.run.report import NO_MATPLOTLIB, figure_bytes, pyplot, table
 from minibert.run.training import pick_device
@@ -622,11 +623,9 @@ def study_lock(args, out: str):
         os.makedirs(out, exist_ok=True)
         lock = open_lock_file(os.path.join(out, LOCK_FILE))
         if not try_lock(lock):
-            die(f"--out {args.out}: its {args.study} study is in use by another process (pid "
-                f"{lock.read().strip() or '?'}); wait for it to finish, or choose another --out")
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
+            die(f"--out {args.out}: its {args.study} study is in use by another process (pid {lock_pid(lock)}); "
+                "wait for it to finish, or choose another --out")
+        write_lock(lock, out)
         os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     except OSError as e:
         die(f"cannot make --out {args.out}: {e.filename} {e.strerror}; give a folder")

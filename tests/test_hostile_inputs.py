@@ -31,6 +31,7 @@ from minibert.run.exercises import word_vector
 from minibert.run.folders import LOCK_FILE, save_checkpoint
 from minibert.text import train_wordpiece
 
+import conftest
 from conftest import refusal, tiny_config
 from test_checkpoint import _RunsACommand
 from test_faults import pretrain_args
@@ -536,6 +537,32 @@ def test_a_lock_file_that_is_a_hard_link_is_replaced_not_written_into(base, corp
     train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
     assert victim.read_text() == "precious\n" and os.stat(victim).st_nlink == 1
     assert (out / "checkpoints" / "step-000003").is_dir()
+
+
+def test_a_copy_made_with_cp_al_of_a_running_run_is_a_run_of_its_own(base, corpus, tmp_path):
+    """A run still training (here a process that holds its folder's claim) copied with `cp -al`:
+    the copy's .lock is a hard link to the original's, which that process holds. The code before
+    this one called the copy in use by the original's process; now --resume of the copy replaces
+    the link by a lock of its own and trains, while the original stays in use: its --resume is
+    refused naming its process, and nothing of it changes (the copy's training writes none of the
+    files the two share)."""
+    out = copy(base, "pre", tmp_path)
+    claim = ("import sys; from minibert.run.folders import claim_run_folder; "
+             "lock = claim_run_folder(sys.argv[1], 'pretraining', resume=True); print('held', flush=True); input()")
+    holder = subprocess.Popen([sys.executable, "-c", claim, str(out)], cwd=conftest.REPO, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": conftest.REPO})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        original = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        the_copy = tmp_path / "copy"
+        subprocess.run(["cp", "-al", str(out), str(the_copy)], check=True)
+        train_mlm.main(pretrain_args(the_copy, corpus, base / "cache", "--resume", "--max-steps", "3"))
+        assert (the_copy / "checkpoints" / "step-000003").is_dir()
+        with refusal(rf"is in use by another process \(pid {holder.pid}\)"):
+            train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
+        assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == original
+    finally:
+        holder.communicate("\n", timeout=60)
 
 
 # ---- weights and states that are not what they seem -------------------------------------------

@@ -218,9 +218,10 @@ def runs_inside(folder: str) -> list[str]:
 
 def lock_holder(out: str) -> str | None:
     """The pid in `out`'s lock file while another process holds the lock (claim_run_folder), else
-    None. Only looks: the lock is taken and let go at once."""
+    None: also where the file is a hard link that names another folder (a copy of a running run
+    made with `cp -al` shares its original's lock). Only looks: the lock is taken and let go at once."""
     path = os.path.join(out, LOCK_FILE)
-    if not os.path.isfile(path):
+    if not os.path.isfile(path) or (os.stat(path).st_nlink > 1 and not _names_its_folder(path)):
         return None
     try:
         lock = os.fdopen(open_no_link(path, os.O_RDONLY), "r", encoding="utf-8")
@@ -228,18 +229,51 @@ def lock_holder(out: str) -> str | None:
         return None
     with lock:
         if not try_lock(lock):
-            return lock.read().strip() or "?"
+            return lock_pid(lock)
         unlock(lock)
     return None
 
 
+def _folder_id(folder: str) -> str:
+    """The line of a lock file that names the folder it locks: its device and inode, which the
+    folder keeps when it is renamed and a copy (`cp -al` too) does not have."""
+    st = os.stat(folder)
+    return f"folder {st.st_dev}:{st.st_ino}"
+
+
+def _names_its_folder(path: str) -> bool:
+    """Whether the lock file at `path` names the folder it lies in (write_lock's second line)."""
+    try:
+        with os.fdopen(open_no_link(path, os.O_RDONLY), "rb") as f:
+            lines = f.read(200).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return False
+    return lines[1:2] == [_folder_id(os.path.dirname(path) or ".")]
+
+
 def open_lock_file(path: str):
     """The lock file at `path`, open for reading and writing (made if missing, never through a
-    link). A hard link (a copy made with `cp -al`) is first removed: the pid written into it would
-    land in the other folder's lock, and the two folders would share one lock."""
-    if os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_nlink > 1:
+    link). A hard link is first removed (the pid written into it would land in the other file), unless
+    it names its own folder and a process holds it: that is a running run whose folder was copied
+    with `cp -al` (its copy's link is removed, and the copy gets a lock of its own)."""
+    if os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_nlink > 1 and not (
+            _names_its_folder(path) and lock_holder(os.path.dirname(path) or ".") is not None):
         os.remove(path)
     return os.fdopen(open_no_link(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")
+
+
+def write_lock(lock, folder: str) -> None:
+    """Write this process's pid and `folder`'s id (_folder_id) into its held lock file `lock`."""
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n{_folder_id(folder)}\n")
+    lock.flush()
+
+
+def lock_pid(lock) -> str:
+    """The pid an open lock file names (its first line), "?" where it names none."""
+    lock.seek(0)
+    return lock.readline().strip() or "?"
 
 
 def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool = False,
@@ -256,14 +290,10 @@ def claim_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     except OSError as e:
         die(f"cannot write to {flag} {out}: {e.filename or out} {e.strerror}; choose another {flag}")
     if not try_lock(lock):
-        lock.seek(0)
-        die(f"{flag} {out} is in use by another process (pid {lock.read().strip() or '?'}); "
+        die(f"{flag} {out} is in use by another process (pid {lock_pid(lock)}); "
             f"wait for it to finish or choose another {flag}")
     try:
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
+        write_lock(lock, out)
         # under the lock no writer of this run is alive: what one left of the files a run writes goes
         remove_left_temporaries(out, RUN_ENTRIES[kind] | {RUN_FILE})
         remove_left_temporaries(os.path.join(out, "checkpoints"), {"latest"})
