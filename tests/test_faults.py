@@ -955,6 +955,25 @@ def test_ctrl_c_pressed_again_as_the_script_stops_is_ignored(tmp_path):
     assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted: cut short\n", "stopped in order\n"), r.stderr
 
 
+@pytest.mark.parametrize("when", ["after-the-last-writes", "before-them"])
+def test_ctrl_c_as_main_returns_after_its_last_writes_changes_nothing(tmp_path, when):
+    """A Ctrl-C that lands after a script's last writes (its interrupts_ignored block: train_mlm.py's
+    last checkpoint and summary, finetune.py's summary and report) but before main() has returned
+    (here raised there, as a SIGINT would be): the run is whole, so exit status 0 and nothing said.
+    The code before this one said "interrupted" with exit status 130 (a helper's attack: 3 of 14
+    Ctrl-Cs pressed just after train_mlm.py's last line). One before the block still stops it."""
+    press = "os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(0.5)\n"
+    body = ("import os, signal, time\nfrom minibert.run import interrupts_ignored\ndef main():\n"
+            + ("" if when == "after-the-last-writes" else f"    {press}")
+            + "    with interrupts_ignored():\n        print('written')\n"
+            + (f"    {press}" if when == "after-the-last-writes" else "") + "    print('returned')\n")
+    r = script_of(tmp_path, body)
+    if when == "after-the-last-writes":
+        assert (r.returncode, r.stderr, r.stdout) == (0, "", "written\n"), r.stderr
+    else:
+        assert (r.returncode, r.stderr, r.stdout) == (130, "interrupted: cut short\n", ""), r.stderr
+
+
 @pytest.mark.parametrize("message,line", [
     ("short enough\nsecond line", "short enough"),
     ("word " * 23 + "words", "word " * 23 + "words"),  # 120 characters: whole

@@ -986,6 +986,29 @@ def test_a_picture_never_replaces_a_pipe_or_a_socket(base, tmp_path, command, ki
             held.close()
 
 
+@pytest.mark.parametrize("kind,said", [("pipe", "a named pipe"), ("socket", "a socket"), ("folder", "a folder")])
+def test_a_summary_that_cannot_be_written_is_refused_before_the_resume_trains(base, corpus, tmp_path, kind, said):
+    """A run's summary.json replaced by a named pipe, a socket or a folder, then --resume: the code
+    before this one trained every step, stopped at the summary with "remove it, then --resume", and
+    that --resume found the run at --max-steps, so nothing to train, and wrote no summary. Refused
+    now in one line before anything is trained; once it is removed, the resume trains and writes it."""
+    out = copy(base, "pre", tmp_path)
+    summary = out / "summary.json"
+    summary.unlink()
+    held = summary.mkdir() if kind == "folder" else _pipe_or_socket(summary, kind)
+    try:
+        with refusal(rf"--out {re.escape(str(out))}: its summary.json is {said}, not a file, where the run writes a "
+                     r"file: remove it, then --resume$"):
+            train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
+        assert not (out / "checkpoints" / "step-000003").exists()
+    finally:
+        if held:
+            held.close()
+    summary.rmdir() if kind == "folder" else summary.unlink()
+    train_mlm.main(pretrain_args(out, corpus, base / "cache", "--resume", "--max-steps", "3"))
+    assert json.loads(summary.read_text())["steps"] == 3
+
+
 @pytest.mark.parametrize("kind,said", [("pipe", "a named pipe"), ("socket", "a socket")])
 def test_the_one_writer_never_replaces_a_pipe_or_a_socket(tmp_path, kind, said):
     """files.write_file over a named pipe or a socket: OSError ENXIO naming it, no temporary left;

@@ -119,20 +119,22 @@ def run_script(main, on_interrupt: str) -> None:
     BrokenPipeError traceback. A warning (an unknown config.json key, ...) is one line too, held
     until the checks are done (say_warnings), so that a refusal is still the only line. Only the
     first Ctrl-C counts (_interrupt_once); one that lands in a finaliser is raised again
-    (_interrupt_again). Once main() has returned, Ctrl-C is ignored: the script is done, its exit
-    status 0."""
+    (_interrupt_again). Once main() has returned, or its last writes are done (an interrupts_ignored
+    block that ended), Ctrl-C is ignored: the script is done, its exit status 0."""
     warnings.formatwarning = lambda message, category, *_: "warning: " + "; ".join(str(message).splitlines()) + "\n"
     warnings.showwarning = _hold
     sys.unraisablehook = _interrupt_again
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored (a background job)
         signal.signal(signal.SIGINT, _interrupt_once)
+    _WHOLE.clear()
     try:
         main()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # finished: a late Ctrl-C must not report the run as cut short
         say_warnings()
     except KeyboardInterrupt:
         say_warnings()
-        interrupted(on_interrupt)
+        if not _WHOLE:  # else it landed as main() returned, after an interrupts_ignored block: the run is whole
+            interrupted(on_interrupt)
     except BrokenPipeError:
         if sys.stdout is not None:  # Python's flush of standard output at exit goes nowhere
             with contextlib.suppress(OSError, ValueError):
@@ -185,17 +187,22 @@ def interrupts_held():
         signal.raise_signal(signal.SIGINT)
 
 
+_WHOLE: list[bool] = []  # [True] once an interrupts_ignored block has ended: the script's run is whole
+
+
 @contextlib.contextmanager
 def interrupts_ignored():
     """Ignore Ctrl-C (SIGINT) in the block: the last writes of a run that is whole once they are
-    done, after which a Ctrl-C could only report as cut short what is not. Outside the main
-    thread the block runs as it is."""
+    done, after which a Ctrl-C could only report as cut short what is not. Once the block has
+    ended, run_script ignores a Ctrl-C that lands as the script returns. Outside the main thread
+    the block runs as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
+        _WHOLE.append(True)  # while Ctrl-C is still ignored
     finally:
         signal.signal(signal.SIGINT, before)
 

@@ -31,6 +31,9 @@ RUN_ENTRIES = {"pretraining": {"checkpoints", "metrics.jsonl", "summary.json", "
                "fine-tuning": {"metrics.jsonl", "summary.json", "best", "best.tmp", "best.old", "loss.png",
                                "attention.png"},
                "probes": {"results.json", "report.md", "probes_vs_step.png"}}
+# the files among them a run of each kind writes itself (the others: other commands, or folders)
+RUN_FILES = {"pretraining": ("metrics.jsonl", "summary.json"), "fine-tuning": ("metrics.jsonl", "summary.json"),
+             "probes": ("report.md", "results.json", "probes_vs_step.png")}
 
 
 def kind_without_its_record(out: str) -> str | None:
@@ -111,6 +114,11 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if found in KINDS and os.path.lexists(lock) and not os.path.islink(lock) and not os.path.isfile(lock):
         die(f"{flag} {out}: its {LOCK_FILE} is {not_a_file(lock)}, where the run keeps its lock: remove it, or "
             f"choose another {flag}")  # said before a resume reads (and says) anything of the run
+    planted = next((n for n in RUN_FILES[kind] if not_a_file_at(out, n)), None) if found == kind and not overwrite \
+        else None
+    if planted:  # found now, not when the run writes it after its work
+        die(f"{flag} {out}: its {planted} is {not_a_file(os.path.join(out, planted))}, where the run writes a file: "
+            f"remove it, then {'--resume' if kind == 'pretraining' else 'run again'}")
     holder = lock_holder(out) if found in KINDS else None
     if holder is not None:  # said before anything of the run is read: its files may be half-way through a save
         die(f"{flag} {out} is in use by another process (pid {holder}); wait for it to finish or choose another {flag}")
@@ -150,6 +158,13 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
                    "--resume starts a new run)") if found == kind and resume else f"choose another {flag}"
         die(f"cannot write to {flag} {out}: {parent} is not writable; {instead}")
     return found
+
+
+def not_a_file_at(out: str, name: str) -> bool:
+    """Whether something other than a plain file or a link stands at `out`/`name` (a folder, a
+    named pipe, a socket, a device)."""
+    path = os.path.join(out, name)
+    return os.path.lexists(path) and not os.path.islink(path) and not os.path.isfile(path)
 
 
 def run_file_problem(out: str) -> str | None:
