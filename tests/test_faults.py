@@ -748,8 +748,8 @@ def within(seconds: int):
 
 
 PIPES = {  # where a named pipe stands -> what the command must say (one line), or None: it runs and replaces it
-    "metrics.jsonl": r"^error: cannot write \S+/metrics.jsonl \(is a named pipe, not a file\); it is not a plain "
-                     r"file: remove it, then run again with --resume$",
+    "metrics.jsonl": r"^error: --out \S+: its metrics.jsonl is a named pipe, not a file, where the run writes a file: "
+                     r"remove it, then --resume$",  # said as the run folder is checked, before the corpus is read
     "run.json": r"^error: --out \S+: its run.json is a named pipe, not a file: remove it, then put ",
     "training_state.pt": r"step-000004 holds training_state.pt, a named pipe, not a file",
     "config.json": r"^error: cannot load --checkpoint \S+: cannot read \S+/config.json: it is a named pipe, not a file$",
