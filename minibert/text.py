@@ -64,9 +64,11 @@ def other_break(text: str) -> str | None:
 
 # characters that show nothing though they are neither white space nor of category Cf or Cc: the
 # combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian free variation selectors,
-# the blank braille pattern, variation selectors (also U+E0100-E01EF, among the tags)
-_BLANK_RANGES = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x2800, 0x2800),
-                 (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xE0000, 0xE0FFF))
+# the blank braille pattern, variation selectors (also U+E0100-E01EF, among the tags), and the code points
+# Unicode keeps unassigned but default-ignorable (drawn as nothing: U+2065, U+FFF0-FFF8)
+_BLANK_RANGES = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x2065, 0x2065),
+                 (0x2800, 0x2800), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8),
+                 (0xE0000, 0xE0FFF))
 
 
 def invisible(c: str) -> bool:

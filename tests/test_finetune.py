@@ -447,8 +447,8 @@ def test_the_labelled_data_is_read_as_given_or_refused(setup, tmp_path, capsys, 
     labels that differ only in case (the old code trained a third class that validation and test
     never score). A test row labelled 'pos' with a zero-width joiner after it: refused as a label
     written two ways (the old code said that the test label 'pos' is not in the training split's
-    set, which holds 'pos': it named no cause). A line of zero-width spaces, a Hangul filler or a
-    blank braille pattern given to predict: refused, as training refuses such a text (the old code
+    set, which holds 'pos': it named no cause). A line of zero-width spaces, a Hangul filler, a
+    blank braille pattern or an unassigned default-ignorable code point given to predict: refused, as training refuses such a text (the old code
     printed a label for a text the model never sees, or sees as [UNK] alone)."""
     if case == "a-fraction-with-a-folder":
         with refusal(r"^error: --valid-fraction splits one --data file; --data \S+ is a set with its own train, "
@@ -465,7 +465,7 @@ def test_the_labelled_data_is_read_as_given_or_refused(setup, tmp_path, capsys, 
             run(setup, tmp_path / "out", "--data", str(data))
     else:
         summary = run(setup, tmp_path / "p", "--epochs", "1")
-        for n, blank in enumerate(("\u200b\u200b", "\u3164", "\u2800"), 2):  # dropped, or read as [UNK]
+        for n, blank in enumerate(("\u200b\u200b", "\u3164", "\u2800", "\u2065", "\ufff0"), 2):  # dropped, or [UNK]
             (tmp_path / "in.txt").write_text("a good film\n" * (n - 1) + blank + "\n")
             capsys.readouterr()
             with refusal(rf"^error: \S+in.txt: sentence {n} \({re.escape(ascii(blank))}\) holds nothing the tokenizer"):

@@ -259,6 +259,8 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
      r"^error: the labels 'food' and 'food\\u200b' of --data \S+ differ only in how their characters are encoded"),
     ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("food\ufe0f\u180b", 3)), [],
      r"^error: the labels 'food' and 'food\\ufe0f\\u180b' of --data \S+ differ only in how their characters are"),
+    ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("food\u2065", 3)), [],
+     r"^error: the labels 'food' and 'food\\u2065' of --data \S+ differ only in how their characters are"),
     ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ("\uff46\uff4f\uff4f\uff44", 3)), [],
      r"^error: the labels 'food' and '\\uff46\\uff4f\\uff4f\\uff44' of --data \S+ differ only in how"),
     ("mine.tsv", labelled_tsv(("food", 20), ("tea", 20), ('"food"', 3)), [],
@@ -286,7 +288,7 @@ def labelled_tsv(*counts: tuple[str, int]) -> str:
     ("mine.tsv", labelled_tsv(("pos", 20), ("neg", 20)), ["--valid-fraction", "0.9"],
      r"^error: --valid-fraction \+ --test-fraction must be below 1.*0\.9 \+ 0\.1"),
 ], ids=["a few case variants beside a big label", "True beside true", "1.0 beside 1", "01 beside 1",
-        "an accent decomposed beside composed", "a zero-width space", "a variation selector", "full-width letters",
+        "an accent decomposed beside composed", "a zero-width space", "a variation selector", "an unassigned U+2065", "full-width letters",
         "quoted",
         "typographic quotes", "two spaces", "a cyrillic o", "greek capitals", "a header of other names", "a header of three columns", "three columns",
         "jsonl header record",
@@ -371,6 +373,10 @@ def jsonl_rows(n: int, last: str = "") -> str:
      r"^error: \S+mine\.tsv:41: empty text \(it holds only U\+200D, U\+FEFF, which shows nothing\)$"),
     ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "a film\t\u3164\n").encode(),
      r"^error: \S+mine\.tsv:41: empty label \(it holds only U\+3164, which shows nothing\)$"),
+    ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "a film\t\u2065\n").encode(),
+     r"^error: \S+mine\.tsv:41: empty label \(it holds only U\+2065, which shows nothing\)$"),
+    ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "\ufff0\ufff8\tpos\n").encode(),
+     r"^error: \S+mine\.tsv:41: empty text \(it holds only U\+FFF0, U\+FFF8, which shows nothing\)$"),
     ("mine.tsv", (labelled_tsv(("pos", 20), ("neg", 20)) + "\u2800 \ufe0f\U000e0100\u034f\tpos\n").encode(),
      r"^error: \S+mine\.tsv:41: empty text \(it holds only U\+034F, U\+2800, U\+E0100, U\+FE0F, which shows "
      r"nothing\)$"),
@@ -387,7 +393,8 @@ def jsonl_rows(n: int, last: str = "") -> str:
         "utf-32 without a byte-order mark", "tsv by the csv module, a quote", "tsv by the csv module, a tab",
         "tsv by the csv module, a line end", "tsv by pandas, every cell quoted", "a zero-width space as a label",
         "a word joiner as a label", "a soft hyphen as a .csv label", "zero-width characters as a text",
-        "a Hangul filler as a label", "a braille blank and variation selectors as a text",
+        "a Hangul filler as a label", "an unassigned default-ignorable as a label",
+        "unassigned default-ignorables as a text", "a braille blank and variation selectors as a text",
         "jsonl records joined by U+2028", "jsonl records joined by NEL", "jsonl records each followed by U+2028"])
 def test_a_file_read_otherwise_than_written_is_named_by_its_cause(setup, tmp_path, name, content, message):
     """Files whose bytes or layout are not what the reader takes: UTF-16 or Latin-1 bytes (the old
