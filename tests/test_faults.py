@@ -1025,13 +1025,14 @@ def test_a_resume_goes_on_with_its_own_tokenizer_when_the_cache_trains_another(p
     assert (rebuilt / "run" / last).read_bytes() == (kept / "run" / last).read_bytes()
 
 
-@pytest.mark.parametrize("case", ["run-json-damaged", "checkpoints-a-file", "latest-a-folder",
+@pytest.mark.parametrize("case", ["run-json-damaged", "checkpoints-a-file", "latest-a-folder", "latest-a-named-pipe",
                                   "a-named-pipe-as-training-state"])
 def test_what_stands_in_a_runs_place_is_named_before_it_trains(pretrained, tmp_path, corpus, case):
     """--resume of a run whose run.json is damaged: named (the old code: "already holds other
     files", as if the folder were no run); whose checkpoints/ is a file or whose checkpoints/latest
-    is a folder: said before training (the old code trained, then failed at the first save with
-    "File exists" and no path); whose newest training_state.pt is a named pipe: named as one (the
+    is a folder or a named pipe: said before training (the old code trained, then failed at the first
+    save with "File exists" and no path; the code before this one trained, then named the pipe's kind
+    but not its path, and the checkpoint before the one it had just put in place as the last); whose newest training_state.pt is a named pipe: named as one (the
     old code: "files no checkpoint writes", for a file every checkpoint writes)."""
     out = copy_run(pretrained, tmp_path)
     if case == "run-json-damaged":
@@ -1044,7 +1045,11 @@ def test_what_stands_in_a_runs_place_is_named_before_it_trains(pretrained, tmp_p
     elif case == "latest-a-folder":
         (out / "checkpoints" / "latest").unlink()
         (out / "checkpoints" / "latest").mkdir()
-        pattern = r"^error: \S+/checkpoints/latest is a folder, and the run writes its newest step's name there"
+        pattern = r"^error: \S+/checkpoints/latest is a folder, not a file, and the run writes its newest step's name"
+    elif case == "latest-a-named-pipe":
+        (out / "checkpoints" / "latest").unlink()
+        os.mkfifo(out / "checkpoints" / "latest")
+        pattern = r"^error: \S+/checkpoints/latest is a named pipe, not a file, and the run writes its newest step's name"
     else:
         state = out / "checkpoints" / "step-000004" / "training_state.pt"
         state.unlink()
@@ -1054,6 +1059,25 @@ def test_what_stands_in_a_runs_place_is_named_before_it_trains(pretrained, tmp_p
     with within(20), refusal(pattern):
         train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "8"))
     assert (out / "metrics.jsonl").read_text() == lines
+
+
+def test_a_latest_that_fails_after_its_checkpoint_is_in_place_names_both(pretrained, tmp_path, corpus, monkeypatch):
+    """The last save of a resume (step 6) puts its folder in place, whole, then cannot write
+    checkpoints/latest (here an OSError EACCES, as a file made read-only mid-run would give). The
+    line names that file, and step 6 as the last good checkpoint; the code before this one named
+    neither the file nor step 6 (it said step 4)."""
+    out = copy_run(pretrained, tmp_path)
+    real = minibert.run.folders.write_file
+
+    def refused_at_latest(path, data):
+        if os.path.basename(path) == "latest" and os.path.isdir(os.path.join(os.path.dirname(path), "step-000006")):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real(path, data)
+    monkeypatch.setattr(minibert.run.folders, "write_file", refused_at_latest)
+    latest = out / "checkpoints" / "latest"
+    with refusal(rf"^error: cannot write the checkpoint of step 6 \({re.escape(str(latest))}: Permission denied\); "
+                 rf"stopping \(the last good checkpoint is {re.escape(str(out / 'checkpoints' / 'step-000006'))}\)"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--resume", "--max-steps", "6"))
 
 
 def test_a_token_cache_edited_within_the_vocabulary_is_made_again(pretrained, tmp_path, corpus):

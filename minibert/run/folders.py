@@ -133,8 +133,9 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if kind == found == "pretraining" and not overwrite:  # found now, not at the first save after training
         if os.path.lexists(ckpts) and not os.path.isdir(ckpts):
             die(f"{ckpts} is not a folder, and the run writes its checkpoints there; remove it, then --resume")
-        if os.path.isdir(latest):
-            die(f"{latest} is a folder, and the run writes its newest step's name there; remove it, then --resume")
+        if not_a_file_at(ckpts, "latest"):  # a folder, a named pipe, a socket
+            die(f"{latest} is {not_a_file(latest)}, and the run writes its newest step's name there; remove it, "
+                "then --resume")
     if found and not overwrite and not (resume and found == kind):
         hint = "pass --resume to continue it, " if kind == "pretraining" else ""
         die(f"{flag} {out} already holds a {found} run; {hint}pass --overwrite to replace it, or choose another {flag}")

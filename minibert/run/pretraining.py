@@ -36,7 +36,7 @@ from ..text import Blocks
 from . import die, first_line, interrupts_held, os_problem, write_advice
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
 from .folders import (SAVED_SHA256, HeldByHand, check_run_folder, checkpoints, claim_run_folder, metric_records,
-                      placed_by_hand, placed_by_hand_after, save_checkpoint, step_of)
+                      latest_checkpoint, placed_by_hand, placed_by_hand_after, save_checkpoint, step_of)
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
                        pick_device, use_tf32, weights_are_finite)
 
@@ -723,8 +723,10 @@ def save(run: Run, step: int, model, state: dict) -> None:
             try:
                 with interrupts_held():  # a Ctrl-C mid-save waits until the run knows its new checkpoint
                     run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
-            except OSError as e:
-                stop(run, f"cannot write the checkpoint of step {step} ({e.strerror})", write_advice(e, "--resume"))
+            except OSError as e:  # the step's folder may be in place already, whole: `latest` failed after it
+                run.checkpoint = latest_checkpoint(run.args.out) or run.checkpoint
+                stop(run, f"cannot write the checkpoint of step {step} ({e.filename or '?'}: {e.strerror})",
+                     write_advice(e, "--resume"))
             except HeldByHand as e:
                 stop(run, f"cannot write the checkpoint of step {step}: {e}", "move it out, then --resume")
 
