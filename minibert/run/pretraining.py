@@ -723,10 +723,11 @@ def save(run: Run, step: int, model, state: dict) -> None:
             try:
                 with interrupts_held():  # a Ctrl-C mid-save waits until the run knows its new checkpoint
                     run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
-            except OSError as e:  # the step's folder may be in place already, whole: `latest` failed after it
-                run.checkpoint = latest_checkpoint(run.args.out) or run.checkpoint
-                stop(run, f"cannot write the checkpoint of step {step} ({e.filename or '?'}: {e.strerror})",
-                     write_advice(e, "--resume"))
+            except OSError as e:
+                why, placed = e.strerror, latest_checkpoint(run.args.out)
+                if placed is not None and step_of(placed) == step:  # whole, in place: what failed came after it
+                    why, run.checkpoint = f"{e.filename}: {e.strerror}", placed
+                stop(run, f"cannot write the checkpoint of step {step} ({why})", write_advice(e, "--resume"))
             except HeldByHand as e:
                 stop(run, f"cannot write the checkpoint of step {step}: {e}", "move it out, then --resume")
 
