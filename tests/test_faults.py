@@ -229,6 +229,33 @@ def test_a_first_checkpoint_that_cannot_be_written_leaves_no_checkpoints_folder(
     assert not (out / "checkpoints").exists()
 
 
+def test_a_run_folder_moved_while_it_trains_says_so_and_resumes_once_moved_back(pretrained, tmp_path, corpus,
+                                                                                monkeypatch):
+    """The run folder is renamed (mv) just after its step-2 checkpoint: the next line of
+    metrics.jsonl cannot be appended (no such file). One line says that a folder on its path was
+    moved or deleted and to move it back, then --resume (the old advice was to free some space,
+    which is not the cause); done so, the run resumes from step 2 to its end."""
+    out, moved = tmp_path / "run", tmp_path / "moved"
+    save = minibert.run.pretraining.save_checkpoint
+
+    def save_then_move(folder, step, *rest):
+        path = save(folder, step, *rest)
+        os.rename(out, moved)
+        return path
+
+    monkeypatch.setattr(minibert.run.pretraining, "save_checkpoint", save_then_move)
+    with refusal(r"^error: cannot append to \S+metrics\.jsonl \(No such file or directory\); stopping \(the last good "
+                 r"checkpoint is \S+step-000002\)\. A folder on its path was moved or deleted while the command ran: "
+                 r"move it back, then --resume\.$"):
+        train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "4", "--save-every", "2"))
+    monkeypatch.undo()
+    gc.collect()  # the refused run's lock, which its process would have let go of as it exited
+    os.rename(moved, out)
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "4", "--save-every", "2",
+                                 "--resume"))
+    assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000002", "step-000004"]
+
+
 # ---- resume ---------------------------------------------------------------------------------
 
 
@@ -513,11 +540,13 @@ def test_a_run_inside_another_run_is_refused(pretrained, setup, tmp_path, corpus
 
 
 @pytest.mark.parametrize("where", ["notes.txt", "checkpoints/step-000002/notes.txt", "checkpoints/mine.txt",
-                                   "fine-tuning/notes.txt"])
+                                   "fine-tuning/notes.txt", "metrics.jsonl/notes.txt", "summary.json/notes.txt",
+                                   "checkpoints/latest/notes.txt", "fine-tuning/metrics.jsonl/notes.txt"])
 def test_overwrite_never_deletes_a_file_no_run_writes(pretrained, setup, tmp_path, corpus, where):
-    """A file of the user's own in a run folder (beside its files, in a checkpoint, in checkpoints/):
-    --overwrite deletes what runs write, so it refuses in one line naming the file and changes
-    nothing (the old code deleted it with the run)."""
+    """A file of the user's own in a run folder (beside its files, in a checkpoint, in checkpoints/,
+    or in a folder of one's own that stands where the run writes a file: its metrics.jsonl,
+    summary.json, checkpoints/latest): --overwrite deletes what runs write, so it refuses in one
+    line naming the file (or that folder) and changes nothing (the old code deleted it with the run)."""
     if where.startswith("fine-tuning"):
         out = tmp_path / "ft"
         finetune_run(setup, out, "--epochs", "1")
@@ -527,9 +556,15 @@ def test_overwrite_never_deletes_a_file_no_run_writes(pretrained, setup, tmp_pat
         out = copy_run(pretrained, tmp_path)
         command = lambda: train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "2",  # noqa: E731
                                                        "--overwrite"))
+    if (out / where).parent.is_file():  # a file of the run's: a folder of one's own in its place
+        (out / where).parent.unlink()
+        (out / where).parent.mkdir()
+        named = (out / where).parent.name
+    else:
+        named = (out / where).name
     (out / where).write_text("mine\n")
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
-    with refusal(rf"^error: --out \S+ holds what no \S+ run writes, .*{re.escape(where.split('/')[-1])}.*: "
+    with refusal(rf"^error: --out \S+ holds what no \S+ run writes, .*{re.escape(named)}.*: "
                  r"--overwrite would delete it; move it out, or choose another --out$"):
         command()
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before and (out / where).read_text() == "mine\n"

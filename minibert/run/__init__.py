@@ -46,7 +46,10 @@ def os_problem(e: OSError, where: str, otherwise: str | None = None) -> str:
 
 def write_advice(e: OSError, then: str) -> str:
     """What to do about a failed write: its cause's advice (a full disk: free some space; a
-    file-size limit: raise it; ...), then `then` (how to go on)."""
+    file-size limit: raise it; a folder gone from the path written: it was moved or deleted while
+    the command ran ...), then `then` (how to go on)."""
+    if e.errno == errno.ENOENT:  # the command made or checked every folder on the path before it wrote
+        return f"a folder on its path was moved or deleted while the command ran: move it back, then {then}"
     return f"{_WRITE_ADVICE.get(e.errno, 'free some space')}, then {then}"
 
 

@@ -34,6 +34,8 @@ RUN_ENTRIES = {"pretraining": {"checkpoints", "metrics.jsonl", "summary.json", "
 # the files among them a run of each kind writes itself (the others: other commands, or folders)
 RUN_FILES = {"pretraining": ("metrics.jsonl", "summary.json"), "fine-tuning": ("metrics.jsonl", "summary.json"),
              "probes": ("report.md", "results.json", "probes_vs_step.png")}
+# the entries that are folders (every other entry is a file)
+RUN_FOLDERS = {"checkpoints", "best", "best.tmp", "best.old"}
 
 
 def kind_without_its_record(out: str) -> str | None:
@@ -110,15 +112,8 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     if outer is not None:
         die(f"{flag} {out} is inside the {run_kind(outer)} run {outer}; a run never goes inside another (pruning "
             f"or --overwrite of that one would delete it): choose another {flag}")
-    lock = os.path.join(out, LOCK_FILE)
-    if found in KINDS and os.path.lexists(lock) and not os.path.islink(lock) and not os.path.isfile(lock):
-        die(f"{flag} {out}: its {LOCK_FILE} is {not_a_file(lock)}, where the run keeps its lock: remove it, or "
-            f"choose another {flag}")  # said before a resume reads (and says) anything of the run
-    planted = next((n for n in RUN_FILES[kind] if not_a_file_at(out, n)), None) if found == kind and not overwrite \
-        else None
-    if planted:  # found now, not when the run writes it after its work
-        die(f"{flag} {out}: its {planted} is {not_a_file(os.path.join(out, planted))}, where the run writes a file: "
-            f"remove it, then {'--resume' if kind == 'pretraining' else 'run again'}")
+    if found in KINDS:
+        _check_what_stands_at_its_files(out, kind, found, overwrite, flag)
     holder = lock_holder(out) if found in KINDS else None
     if holder is not None:  # said before anything of the run is read: its files may be half-way through a save
         die(f"{flag} {out} is in use by another process (pid {holder}); wait for it to finish or choose another {flag}")
@@ -129,13 +124,6 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     replaces = f" (--overwrite only replaces a {kind} run)" if overwrites else ""
     if found in KINDS and found != kind:
         die(f"{flag} {out} already holds a {found} run; choose another {flag}{replaces}")
-    ckpts, latest = os.path.join(out, "checkpoints"), os.path.join(out, "checkpoints", "latest")
-    if kind == found == "pretraining" and not overwrite:  # found now, not at the first save after training
-        if os.path.lexists(ckpts) and not os.path.isdir(ckpts):
-            die(f"{ckpts} is not a folder, and the run writes its checkpoints there; remove it, then --resume")
-        if not_a_file_at(ckpts, "latest"):  # a folder, a named pipe, a socket
-            die(f"{latest} is {not_a_file(latest)}, and the run writes its newest step's name there; remove it, "
-                "then --resume")
     if found and not overwrite and not (resume and found == kind):
         hint = "pass --resume to continue it, " if kind == "pretraining" else ""
         die(f"{flag} {out} already holds a {found} run; {hint}pass --overwrite to replace it, or choose another {flag}")
@@ -161,6 +149,30 @@ def check_run_folder(out: str, kind: str, resume: bool = False, overwrite: bool 
     return found
 
 
+def _check_what_stands_at_its_files(out: str, kind: str, found: str, overwrite: bool, flag: str) -> None:
+    """Stop with one line where something other than a file stands where the run `found` in `out`
+    keeps its lock, or (unless `overwrite` replaces it) where this run writes a file or its
+    checkpoints: found now, before a resume reads (and says) anything of the run, not when it
+    writes there after its work."""
+    lock = os.path.join(out, LOCK_FILE)
+    if os.path.lexists(lock) and not os.path.islink(lock) and not os.path.isfile(lock):
+        die(f"{flag} {out}: its {LOCK_FILE} is {not_a_file(lock)}, where the run keeps its lock: remove it, or "
+            f"choose another {flag}")
+    if found != kind or overwrite:
+        return
+    then = "--resume" if kind == "pretraining" else "run again"
+    planted = next((n for n in RUN_FILES[kind] if not_a_file_at(out, n)), None)
+    if planted:
+        die(f"{flag} {out}: its {planted} is {not_a_file(os.path.join(out, planted))}, where the run writes a file: "
+            f"remove it, then {then}")
+    ckpts, latest = os.path.join(out, "checkpoints"), os.path.join(out, "checkpoints", "latest")
+    if kind == "pretraining" and os.path.lexists(ckpts) and not os.path.isdir(ckpts):
+        die(f"{ckpts} is not a folder, and the run writes its checkpoints there; remove it, then --resume")
+    if kind == "pretraining" and not_a_file_at(ckpts, "latest"):  # a folder, a named pipe, a socket
+        die(f"{latest} is {not_a_file(latest)}, and the run writes its newest step's name there; remove it, "
+            "then --resume")
+
+
 def not_a_file_at(out: str, name: str) -> bool:
     """Whether something other than a plain file or a link stands at `out`/`name` (a folder, a
     named pipe, a socket, a device)."""
@@ -183,18 +195,23 @@ def run_file_problem(out: str) -> str | None:
 def not_the_runs(out: str, kind: str) -> list[str]:
     """What a run folder of `kind` holds that no such run writes (RUN_ENTRIES, its lock and run.json,
     a writer's temporary files; in checkpoints/ its step-N folders, their temporary ones and
-    `latest`): the user's own files, which --overwrite must not delete."""
+    `latest`): the user's own files, which --overwrite must not delete. A folder that stands where
+    a run writes a file (a metrics.jsonl that is a folder), or a file where it writes a folder, is
+    the user's too."""
     def ours(name: str, allowed) -> bool:
         return re.sub(r"\.tmp\d+$", "", name) in allowed
+    def shaped_as_written(name: str) -> bool:  # a folder where a run writes a file, or a file where a folder
+        path = os.path.join(out, name)
+        return os.path.islink(path) or os.path.isdir(path) == (re.sub(r"\.tmp\d+$", "", name) in RUN_FOLDERS)
     written = RUN_ENTRIES[kind] | {RUN_FILE, LOCK_FILE}
-    found = [os.path.join(out, n) for n in sorted(os.listdir(out)) if not ours(n, written)]
+    found = [os.path.join(out, n) for n in sorted(os.listdir(out)) if not (ours(n, written) and shaped_as_written(n))]
     root = os.path.join(out, "checkpoints")
     if kind == "pretraining" and os.path.isdir(root) and not os.path.islink(root):
         for name in sorted(os.listdir(root)):
             path = os.path.join(root, name)
             if STEP_OR_TEMPORARY.fullmatch(name):
                 found += [f"{path} (it {held})"] if (held := placed_by_hand(path)) else []
-            elif not ours(name, {"latest"}):
+            elif not ours(name, {"latest"}) or (os.path.isdir(path) and not os.path.islink(path)):
                 found.append(path)
     return found
 
