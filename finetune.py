@@ -51,8 +51,8 @@ from minibert.run.classification import (HEADS, build_classifier, evaluate, expo
 from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holder, no_checkpoint_folder,
                                   resolve_checkpoint, run_kind, said_for_its_run, write_json)
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
-from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser, add_device,
-                                check_ranges)
+from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, BATCH_SIZE, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser,
+                                add_device, check_ranges)
 from minibert.run.labelled import (InputError, batch_of, batches, check_known_labels, check_label_spellings, encode,
                                    read_split, scores, seen_in_training, split_files, split_rows, token_ids)
 from minibert.run.training import pick_device, use_tf32
@@ -154,9 +154,13 @@ def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
         with torch.device("meta"):
             skeleton = BertModel(config, add_pooling_layer=args.head == "pooler")
         try:
-            lora_targets(skeleton, lora_modules(args))
+            targets = lora_targets(skeleton, lora_modules(args))
         except ValueError as e:
             die(f"--lora-modules {args.lora_modules}: {e}")
+        width = min(min(m.in_features, m.out_features) for n, m in skeleton.named_modules() if n in targets)
+        if args.lora_rank > width:  # a rank above a layer's narrower side adds nothing but memory
+            die(f"--lora-rank {args.lora_rank} is above the width of the layers it adapts ({width}), where an "
+                f"adapter is no longer of low rank: give at most {width}")
     label_ids = {y: i for i, y in enumerate(data.labels)}
     try:
         data.encoded = {s: encode(tokenizer, data.rows[s], label_ids, args.max_length, data.files[s])
@@ -510,7 +514,7 @@ def parse_args(argv=None):
             p.error(f"{'--lora-alpha' if args.lora_alpha is not None else '--lora-modules'} shapes LoRA adapters, "
                     "and there are none without --lora-rank: give a rank, or leave it out")
         args.lora_modules = args.lora_modules or ",".join(DEFAULT_TARGETS)
-        check_ranges(p, args, {"epochs": AT_LEAST_1, "batch_size": AT_LEAST_1, "patience": AT_LEAST_1,
+        check_ranges(p, args, {"epochs": AT_LEAST_1, "batch_size": BATCH_SIZE, "patience": AT_LEAST_1,
                                "max_steps": AT_LEAST_0, "lora_rank": AT_LEAST_0, "seed": SEED, "lr": POSITIVE,
                                "weight_decay": AT_LEAST_0, "dropout": FRACTION, "lora_alpha": POSITIVE,
                                "valid_fraction": HELD_OUT_SHARE, "test_fraction": HELD_OUT_SHARE})

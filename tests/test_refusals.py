@@ -401,12 +401,17 @@ def test_a_full_disk_is_one_line_at_every_writer(base, corpus, setup, tmp_path, 
     ("finetune", ["--lora-alpha", "16"], r"--lora-alpha shapes LoRA adapters, and there are none without --lora-rank"),
     ("finetune", ["--lora-modules", "query"], r"--lora-modules shapes LoRA adapters, and there are none without"),
     ("finetune", ["--valid-fraction", "0"], r"--valid-fraction must be in \(0, 1\): at least one row of each label"),
+    ("finetune", ["--batch-size", str(2 ** 62)], rf"--batch-size must be in \[1, 2\^31\), got {2 ** 62}"),
+    ("finetune", ["--lora-rank", str(10 ** 11)], rf"^error: --lora-rank {10 ** 11} is above the width of the layers it "
+                                                r"adapts \((\d+)\), where an adapter is no longer of low rank: give at "
+                                                r"most \1$"),
+    ("finetune", ["--lora-rank", str(10 ** 23)], rf"--lora-rank {10 ** 23} is above the width"),
     ("mlm", ["--keep", "0"], r"^error: --keep must be at least 1, got 0 \(see \S+ --help\)$"),
     ("mlm", ["--resume", "--seq-len", "16"], r"a quarter \(4\), is not: give one: --resume keeps the run's own "
                                               r"--seq-len, --short-seq-len and --short-fraction, so give those"),
 ], ids=["seq-len-3", "short-12", "short-32", "short-fraction-1", "short-default-4", "seed-negative", "seed-huge",
         "ft-seed-huge", "alpha-nan", "alpha-inf", "lora-nothing", "alpha-without-rank", "modules-without-rank",
-        "valid-fraction-0", "keep-0-one-line", "resume-seq-len-16"])
+        "valid-fraction-0", "ft-batch-2^62", "lora-rank-1e11", "lora-rank-1e23", "keep-0-one-line", "resume-seq-len-16"])
 def test_bad_flags_are_one_line_before_anything_is_written(base, corpus, setup, tmp_path, capsys, script, extra,
                                                            pattern):
     """Nothing is made: not the run folder, not a data cache."""

@@ -51,6 +51,7 @@ FRACTION = (lambda v: 0 <= v < 1, "in [0, 1)")
 HELD_OUT_SHARE = (lambda v: 0 < v < 1, "in (0, 1): at least one row of each label is held out")
 PROBABILITY = (lambda v: 0 < v <= 1, "in (0, 1]")
 SEED = (lambda v: 0 <= v < 2 ** 32, "in [0, 2^32)")
+BATCH_SIZE = (lambda v: 1 <= v < 2 ** 31, "in [1, 2^31)")  # fine-tuning evaluates in twice the batch: torch sizes are int64
 
 
 def check_ranges(parser: argparse.ArgumentParser, args, rules: dict) -> None:
