@@ -157,7 +157,7 @@ def build_model(args, data: Labelled, tokenizer) -> tuple[torch.nn.Module, int]:
             targets = lora_targets(skeleton, lora_modules(args))
         except ValueError as e:
             die(f"--lora-modules {args.lora_modules}: {e}")
-        width = min(min(m.in_features, m.out_features) for n, m in skeleton.named_modules() if n in targets)
+        width = min(min(skeleton.get_submodule(n).in_features, skeleton.get_submodule(n).out_features) for n in targets)
         if args.lora_rank > width:  # a rank above a layer's narrower side adds nothing but memory
             die(f"--lora-rank {args.lora_rank} is above the width of the layers it adapts ({width}), where an "
                 f"adapter is no longer of low rank: give at most {width}")

@@ -198,20 +198,18 @@ def not_the_runs(out: str, kind: str) -> list[str]:
     `latest`): the user's own files, which --overwrite must not delete. A folder that stands where
     a run writes a file (a metrics.jsonl that is a folder), or a file where it writes a folder, is
     the user's too."""
-    def ours(name: str, allowed) -> bool:
-        return re.sub(r"\.tmp\d+$", "", name) in allowed
-    def shaped_as_written(name: str) -> bool:  # a folder where a run writes a file, or a file where a folder
-        path = os.path.join(out, name)
-        return os.path.islink(path) or os.path.isdir(path) == (re.sub(r"\.tmp\d+$", "", name) in RUN_FOLDERS)
+    def ours(folder: str, name: str, allowed) -> bool:  # one of `allowed` (or its temporary), a folder only if one
+        base, path = re.sub(r"\.tmp\d+$", "", name), os.path.join(folder, name)
+        return base in allowed and (os.path.islink(path) or os.path.isdir(path) == (base in RUN_FOLDERS))
     written = RUN_ENTRIES[kind] | {RUN_FILE, LOCK_FILE}
-    found = [os.path.join(out, n) for n in sorted(os.listdir(out)) if not (ours(n, written) and shaped_as_written(n))]
+    found = [os.path.join(out, n) for n in sorted(os.listdir(out)) if not ours(out, n, written)]
     root = os.path.join(out, "checkpoints")
     if kind == "pretraining" and os.path.isdir(root) and not os.path.islink(root):
         for name in sorted(os.listdir(root)):
             path = os.path.join(root, name)
             if STEP_OR_TEMPORARY.fullmatch(name):
                 found += [f"{path} (it {held})"] if (held := placed_by_hand(path)) else []
-            elif not ours(name, {"latest"}) or (os.path.isdir(path) and not os.path.islink(path)):
+            elif not ours(root, name, {"latest"}):
                 found.append(path)
     return found
 
