@@ -48,7 +48,7 @@ from minibert.files import append_line
 from minibert.run.baselines import MAX_WEIGHTS, BagOfWords, majority_class, num_weights
 from minibert.run.classification import (HEADS, build_classifier, evaluate, export, has_pooler, logits_of,
                                          recover_best, set_trainable)
-from minibert.run.folders import (check_run_folder, claim_run_folder, lock_holder, no_checkpoint_folder,
+from minibert.run.folders import (check_claimed, check_run_folder, claim_run_folder, lock_holder, no_checkpoint_folder,
                                   resolve_checkpoint, run_kind, said_for_its_run, write_json)
 from minibert.run.finetuning import MIN_STEPS, BestEpoch, Epoch, Recipe, default_epochs, fine_tune
 from minibert.run.flags import (AT_LEAST_0, AT_LEAST_1, BATCH_SIZE, FRACTION, HELD_OUT_SHARE, POSITIVE, SEED, Parser,
@@ -241,6 +241,7 @@ AGAIN = "run again with --overwrite, or choose another --out"  # after a failed 
 
 def export_best(model, path: str, tokenizer) -> None:
     try:
+        check_claimed(os.path.dirname(path))
         export(model, path, tokenizer)
     except OSError as e:
         die(f"cannot write {path} ({e.strerror}); {write_advice(e, AGAIN)}")
@@ -248,6 +249,7 @@ def export_best(model, path: str, tokenizer) -> None:
 
 def append_metrics(path: str, record: dict) -> None:
     try:
+        check_claimed(os.path.dirname(path))
         append_line(path, json.dumps(record))
     except OSError as e:
         die(f"cannot append to {path} ({e.strerror}); {write_advice(e, AGAIN)}")
@@ -255,6 +257,7 @@ def append_metrics(path: str, record: dict) -> None:
 
 def write_summary(path: str, summary: dict) -> None:
     try:
+        check_claimed(os.path.dirname(path))
         write_json(path, summary)
     except OSError as e:
         die(f"cannot write {path} ({e.strerror}); {write_advice(e, AGAIN)}")

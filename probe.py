@@ -43,7 +43,7 @@ import torch
 from data.prepare import CACHE, DataError, fetch_minilm, labelled_folder, prepare
 from minibert import BertModel, CheckpointError, load_tokenizer
 from minibert.checkpoint import NOT_FINITE, overflowing, read_config
-from minibert.files import write_file
+from minibert.files import read_held, write_file
 from minibert.run import die, os_problem, run_script, write_advice
 from minibert.run.baselines import MAX_ITER as BOW_MAX_ITER
 from minibert.run.baselines import L2_GRID, BagOfWords, majority_class
@@ -399,7 +399,9 @@ def probed_checkpoints(args) -> list[str]:
     its checkpoints: a resume never changes the flags the probes take); one line for a --run
     without checkpoints or a --summary that is no checkpoint."""
     if args.run:
-        args.found = checkpoints(args.run)  # listed once: a run still training saves more while it is probed
+        # listed once (a run still training saves more while it is probed), and each held at once: the run
+        # cannot prune one before it is probed; one it pruned before its hold is no longer the run's
+        args.found = [path for path in checkpoints(args.run) if read_held(path, pinned=True)]
         if not args.found:
             die(f"--run {args.run}: no checkpoints/step-NNNNNN folder in it; give a train_mlm.py run folder")
         return [args.found[-1]]

@@ -41,7 +41,7 @@ from minibert.masking import check_replacement_pool, fixed_masking, mask_batch, 
 from minibert.run import die, interrupted, interrupts_ignored, run_script, write_advice
 from minibert.run.flags import (AT_LEAST_1, AT_LEAST_0, FRACTION, POSITIVE, PROBABILITY, SEED, Parser, add_device,
                                 check_ranges)
-from minibert.run.folders import truncate_metrics, write_json
+from minibert.run.folders import check_claimed, truncate_metrics, write_json
 from minibert.run.pretraining import (ADAMW_BETAS, ADAMW_EPS, OBJECTIVES, Phase, Run, at_max_steps,
                                       default_short_seq_len, log, new_or_resumed_model, note_a_larger_vocabulary,
                                       nothing_to_train, phases, planned_short_steps, restore, save, short_global_size,
@@ -430,6 +430,7 @@ def finish(run: Run, result: dict, unigram: tuple[str, float]) -> None:
     def write_summary():
         if run.main_process:
             try:
+                check_claimed(run.args.out)
                 write_json(summary_path, summary)
             except OSError as e:
                 stop(run, f"cannot write {summary_path} ({e.strerror})", write_advice(e, "--resume"))

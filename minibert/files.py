@@ -197,12 +197,14 @@ def unlock(f) -> None:
 
 _READ_HELD: dict[str, int] = {}  # folder (its real path) -> the descriptor read_held keeps open, oldest first
 _MOST_HELD = 8  # a process reads one checkpoint at a time: older holds than these eight are let go
+_PINNED: set[str] = set()  # held folders (real paths) kept past the eight: read_held(pinned=True)
 
 
-def read_held(folder: str) -> bool:
+def read_held(folder: str, pinned: bool = False) -> bool:
     """Hold a shared lock on `folder` while this process runs (the kernel lets go when it exits),
     so that a process deleting it through `delete_unless_read` leaves it: a checkpoint a training
-    run would prune is kept while another command reads it (the eight latest holds are kept). Waits
+    run would prune is kept while another command reads it (the eight latest holds are kept, and
+    every `pinned` one: a list of folders read one after another, held from when it is made). Waits
     while a deletion holds it; False if the folder is gone by then (deleted before the lock), True
     otherwise. POSIX only; elsewhere no lock (True while the folder is there)."""
     try:
@@ -219,8 +221,11 @@ def read_held(folder: str) -> bool:
     with contextlib.suppress(KeyError, OSError):
         os.close(_READ_HELD.pop(os.path.realpath(folder)))  # held already: once is enough
     _READ_HELD[os.path.realpath(folder)] = fd
-    while len(_READ_HELD) > _MOST_HELD:
-        os.close(_READ_HELD.pop(next(iter(_READ_HELD))))
+    if pinned:
+        _PINNED.add(os.path.realpath(folder))
+    unpinned = [path for path in _READ_HELD if path not in _PINNED]
+    for path in unpinned[:max(0, len(unpinned) - _MOST_HELD)]:
+        os.close(_READ_HELD.pop(path))
     return True
 
 
@@ -231,6 +236,7 @@ def let_go_of(folder: str) -> None:
     for held in [path for path in _READ_HELD if os.path.join(path, "").startswith(inside)]:
         with contextlib.suppress(OSError):
             os.close(_READ_HELD.pop(held))
+        _PINNED.discard(held)
 
 
 def hold_for_deletion(folder: str) -> int | None:
@@ -263,7 +269,11 @@ def delete_unless_read(folder: str) -> bool:
 
 
 def append_line(path: str, line: str) -> None:
-    """Append one line (a newline is added) to a log file, created if missing; never through a link."""
+    """Append one line (a newline is added) to a log file, created if missing; never through a link.
+    A log that shares its file with another name (a hard link: a `cp -al` copy of a run) is first
+    given a file of its own, so the line lands under `path` alone and the copy stays as it was."""
+    if os.path.isfile(path) and not os.path.islink(path) and os.stat(path).st_nlink > 1:
+        write_file(path, read_bytes(path))
     fd = open_no_link(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     with os.fdopen(fd, "a", encoding="utf-8") as f:
         f.write(line + "\n")

@@ -229,31 +229,90 @@ def test_a_first_checkpoint_that_cannot_be_written_leaves_no_checkpoints_folder(
     assert not (out / "checkpoints").exists()
 
 
+MOVED = {"and nothing made in its place": r"No such file or directory",
+         "and a folder of the user's made in its place": r"not the folder this run claimed: the run's was moved away, "
+                                                         r"and another made in its place"}
+
+
+@pytest.mark.parametrize("case", MOVED)
 def test_a_run_folder_moved_while_it_trains_says_so_and_resumes_once_moved_back(pretrained, tmp_path, corpus,
-                                                                                monkeypatch):
-    """The run folder is renamed (mv) just after its step-2 checkpoint: the next line of
-    metrics.jsonl cannot be appended (no such file). One line says that a folder on its path was
-    moved or deleted and to move it back, then --resume (the old advice was to free some space,
-    which is not the cause); done so, the run resumes from step 2 to its end."""
+                                                                                monkeypatch, case):
+    """The run folder is renamed (mv) just after its step-2 checkpoint, and perhaps a folder of the
+    user's made at its path: the next line of metrics.jsonl is not appended. One line says that a
+    folder on its path was moved or deleted and to move it back, then --resume (the old advice was
+    to free some space, which is not the cause; with a folder made in its place, the old code wrote
+    the run's later lines, checkpoints and summary into it); nothing is written into the user's
+    folder. Once the run's folder is moved back, the run resumes from step 2 to its end."""
     out, moved = tmp_path / "run", tmp_path / "moved"
     save = minibert.run.pretraining.save_checkpoint
 
     def save_then_move(folder, step, *rest):
         path = save(folder, step, *rest)
         os.rename(out, moved)
+        if case != "and nothing made in its place":
+            os.mkdir(out)
+            (out / "mine.txt").write_text("the user's\n")
         return path
 
     monkeypatch.setattr(minibert.run.pretraining, "save_checkpoint", save_then_move)
-    with refusal(r"^error: cannot append to \S+metrics\.jsonl \(No such file or directory\); stopping \(the last good "
+    with refusal(rf"^error: cannot append to \S+metrics\.jsonl \({MOVED[case]}\); stopping \(the last good "
                  r"checkpoint is \S+step-000002\)\. A folder on its path was moved or deleted while the command ran: "
-                 r"move it back, then --resume\.$"):
+                 r"move it back \(in place of any made there since\), then --resume\.$"):
         train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "4", "--save-every", "2"))
+    if case != "and nothing made in its place":
+        assert os.listdir(out) == ["mine.txt"]
+        shutil.rmtree(out)
     monkeypatch.undo()
     gc.collect()  # the refused run's lock, which its process would have let go of as it exited
     os.rename(moved, out)
     train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "4", "--save-every", "2",
                                  "--resume"))
     assert [os.path.basename(c) for c in checkpoints(str(out))] == ["step-000002", "step-000004"]
+
+
+def test_a_fine_tuning_run_folder_replaced_while_it_trains_gets_nothing_more(setup, tmp_path, monkeypatch):
+    """The fine-tuning run's folder is moved away after its first epoch's best/ is exported, and a
+    folder of the user's made at its path: the second epoch's line of metrics.jsonl is refused in
+    one line, and the user's folder holds only what the user put there (the old code wrote the
+    run's log, best/ and summary.json into it)."""
+    out, moved = tmp_path / "run", tmp_path / "moved"
+    export = finetune.export_best
+
+    def export_then_replace(*args):
+        export(*args)
+        if not moved.exists():
+            os.rename(out, moved)
+            os.mkdir(out)
+            (out / "mine.txt").write_text("the user's\n")
+
+    monkeypatch.setattr(finetune, "export_best", export_then_replace)
+    with refusal(r"^error: cannot append to \S+metrics\.jsonl \(not the folder this run claimed: the run's was "
+                 r"moved away, and another made in its place\); a folder on its path was moved or deleted while the "
+                 r"command ran: move it back \(in place of any made there since\), then run again with --overwrite"):
+        finetune_run(setup, out, "--epochs", "2")
+    assert os.listdir(out) == ["mine.txt"]
+    assert (moved / "best" / "model.safetensors").is_file()
+
+
+def test_a_cp_al_copy_of_a_running_run_keeps_what_it_had(pretrained, tmp_path, corpus, monkeypatch):
+    """A run copied with `cp -al` (hard links to every file) just after its step-2 checkpoint, while
+    it trains on to step 4: the copy keeps every file as it was copied. The old code appended the
+    run's later metrics.jsonl lines in place, to the one file both names share, so the copy's log
+    grew with steps 3 and 4 that its checkpoints do not hold."""
+    out, the_copy = tmp_path / "run", tmp_path / "copy"
+    save, copied = minibert.run.pretraining.save_checkpoint, {}
+
+    def save_then_copy(folder, step, *rest):
+        path = save(folder, step, *rest)
+        if not the_copy.exists():
+            subprocess.run(["cp", "-al", str(out), str(the_copy)], check=True)
+            copied.update({p: p.read_bytes() for p in sorted(the_copy.rglob("*")) if p.is_file()})
+        return path
+
+    monkeypatch.setattr(minibert.run.pretraining, "save_checkpoint", save_then_copy)
+    train_mlm.main(pretrain_args(out, corpus, pretrained / "cache", "--max-steps", "4", "--save-every", "2"))
+    assert max(json.loads(line)["step"] for line in open(out / "metrics.jsonl")) == 4
+    assert {p: p.read_bytes() for p in sorted(the_copy.rglob("*")) if p.is_file()} == copied
 
 
 # ---- resume ---------------------------------------------------------------------------------

@@ -6,12 +6,15 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+import conftest
 import probe as command
 import train_mlm
 from conftest import TINY_REORDER, assert_close, perturb_, refusal, tiny_config
@@ -487,6 +490,43 @@ def test_a_run_that_saves_while_it_is_probed_is_probed_as_listed(tmp_path, tiny_
     monkeypatch.setattr(command, "checkpoints", saves_after_the_first_listing)
     results = command.main(["--run", str(run), "--budgets", "40", "--out", str(tmp_path / "out")])
     assert [r["step"] for r in results["steps"]] == [0, 10, 20]
+
+
+PRUNE = ("import sys; from minibert.files import delete_unless_read; "
+         "print(delete_unless_read(sys.argv[1]), flush=True)")  # as a training run prunes an old checkpoint
+
+
+@pytest.mark.parametrize("when", ["after its hold", "before its hold"])
+def test_a_checkpoint_a_running_run_prunes_while_it_is_probed(tmp_path, tiny_run, monkeypatch, when):
+    """probe.py --run on a run still training, which prunes its oldest checkpoint (step 10; another
+    process, through files.delete_unless_read) once the run is listed. After its hold (taken for
+    every listed checkpoint as it is listed) the prune leaves it, and all three steps are probed;
+    before its hold it is gone, so it is no longer the run's: steps 0 and 20 are probed. The old
+    code held a checkpoint only when it opened it: the prune went through, and the probe stopped
+    with "neither `minilm` nor a checkpoint folder ...; pretrain one first"."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    oldest = run / "checkpoints" / "step-000010"
+    pruned = []
+
+    def prune():
+        done = subprocess.run([sys.executable, "-c", PRUNE, str(oldest)], cwd=conftest.REPO, check=True,
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": conftest.REPO})
+        pruned.append(done.stdout.strip())
+
+    if when == "after its hold":
+        settle = command.settle_flags
+        monkeypatch.setattr(command, "settle_flags", lambda args, folders: (prune(), settle(args, folders)))
+    else:
+        listed = command.checkpoints
+        monkeypatch.setattr(command, "checkpoints", lambda out: (listed(out), prune())[0])
+    results = command.main(["--run", str(run), "--budgets", "40", "--out", str(tmp_path / "out")])
+    if when == "after its hold":
+        assert pruned == ["False"] and oldest.is_dir()
+        assert [r["step"] for r in results["steps"]] == [0, 10, 20]
+    else:
+        assert pruned == ["True"] and not oldest.exists()
+        assert [r["step"] for r in results["steps"]] == [0, 20]
 
 
 def test_a_model_that_overflows_while_it_is_probed_is_named(tmp_path, tiny_run, monkeypatch):

@@ -49,7 +49,8 @@ def write_advice(e: OSError, then: str) -> str:
     file-size limit: raise it; a folder gone from the path written: it was moved or deleted while
     the command ran ...), then `then` (how to go on)."""
     if e.errno == errno.ENOENT:  # the command made or checked every folder on the path before it wrote
-        return f"a folder on its path was moved or deleted while the command ran: move it back, then {then}"
+        return (f"a folder on its path was moved or deleted while the command ran: move it back (in place of any "
+                f"made there since), then {then}")
     return f"{_WRITE_ADVICE.get(e.errno, 'free some space')}, then {then}"
 
 

@@ -5,6 +5,7 @@ run that are never seen half-written, and JSON files written atomically.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -299,6 +300,21 @@ def write_lock(lock, folder: str) -> None:
     lock.truncate()
     lock.write(f"{os.getpid()}\n{_folder_id(folder)}\n")
     lock.flush()
+    _CLAIMED[os.path.abspath(folder)] = _folder_id(folder)
+
+
+_CLAIMED: dict[str, str] = {}  # a run folder this process claimed (its absolute path) -> its _folder_id then
+
+
+def check_claimed(out: str) -> None:
+    """Before a run writes into `out`: an OSError (ENOENT, as for a folder gone from the path) if
+    the folder standing there is no longer the one this process claimed, because the run's folder
+    was moved away while the command ran and another made in its place. No write of the run lands
+    in a folder that is not the run's."""
+    claimed = _CLAIMED.get(os.path.abspath(out))
+    if claimed is not None and _folder_id(out) != claimed:  # _folder_id: ENOENT itself where none stands
+        raise FileNotFoundError(errno.ENOENT, "not the folder this run claimed: the run's was moved away, and "
+                                "another made in its place", out)
 
 
 def lock_pid(lock) -> str:

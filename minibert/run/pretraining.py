@@ -35,8 +35,8 @@ from ..pairs import Pairs, document_pairs, pack_pairs, pretraining_blocks
 from ..text import Blocks
 from . import die, first_line, interrupts_held, os_problem, write_advice
 from .corpus import corpus_blocks, corpus_documents, corpus_tokenizer
-from .folders import (SAVED_SHA256, HeldByHand, check_run_folder, checkpoints, claim_run_folder, metric_records,
-                      latest_checkpoint, placed_by_hand, placed_by_hand_after, save_checkpoint, step_of)
+from .folders import (SAVED_SHA256, HeldByHand, check_claimed, check_run_folder, checkpoints, claim_run_folder,
+                      latest_checkpoint, metric_records, placed_by_hand, placed_by_hand_after, save_checkpoint, step_of)
 from .training import (adamw, autocast_dtype, epoch_order, lr_factor, main_first, memory_of, parameter_count,
                        pick_device, use_tf32, weights_are_finite)
 
@@ -707,6 +707,7 @@ def log(run: Run, record: dict) -> None:
     def append():
         if run.main_process:
             try:
+                check_claimed(run.args.out)
                 append_line(run.metrics_path, json.dumps(record))
             except OSError as e:
                 stop(run, f"cannot append to {run.metrics_path} ({e.strerror})", write_advice(e, "--resume"))
@@ -721,6 +722,7 @@ def save(run: Run, step: int, model, state: dict) -> None:
             if not weights_are_finite(model):
                 stop(run, f"the weights are no longer finite at step {step}")
             try:
+                check_claimed(run.args.out)
                 with interrupts_held():  # a Ctrl-C mid-save waits until the run knows its new checkpoint
                     run.checkpoint = save_checkpoint(run.args.out, step, model, run.tokenizer, state, run.args.keep)
             except OSError as e:
