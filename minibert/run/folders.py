@@ -296,11 +296,12 @@ def open_lock_file(path: str):
 
 def write_lock(lock, folder: str) -> None:
     """Write this process's pid and `folder`'s id (_folder_id) into its held lock file `lock`."""
+    folder_id = _folder_id(folder)
     lock.seek(0)
     lock.truncate()
-    lock.write(f"{os.getpid()}\n{_folder_id(folder)}\n")
+    lock.write(f"{os.getpid()}\n{folder_id}\n")
     lock.flush()
-    _CLAIMED[os.path.abspath(folder)] = _folder_id(folder)
+    _CLAIMED[os.path.abspath(folder)] = folder_id
 
 
 _CLAIMED: dict[str, str] = {}  # a run folder this process claimed (its absolute path) -> its _folder_id then
